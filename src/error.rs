@@ -1,0 +1,153 @@
+//! The crate's error type.
+
+use std::time::Duration;
+
+/// Why a lock path was refused. See [`crate::LockPath::new`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    /// The path is empty.
+    #[error("the path is empty")]
+    Empty,
+    /// The path does not start with `/`.
+    #[error("the path must start with '/'")]
+    NotAbsolute,
+    /// The path is `/` itself; a lock needs its own directory.
+    #[error("the root '/' cannot be a lock path")]
+    Root,
+    /// The path ends with `/`.
+    #[error("the path must not end with '/'")]
+    TrailingSlash,
+    /// The path has `//`.
+    #[error("the path has an empty segment ('//')")]
+    EmptySegment,
+    /// The path has a `.` or `..` segment.
+    #[error("the path has a relative segment ('.' or '..')")]
+    RelativeSegment,
+    /// The path has a NUL character.
+    #[error("the path has a NUL character")]
+    Nul,
+    /// The path has a character ZooKeeper refuses (controls, surrogates, non-characters).
+    #[error("the path has a character ZooKeeper refuses: {0:?}")]
+    BadCharacter(char),
+    /// The path is under `/zookeeper`, which the server reserves.
+    #[error("'/zookeeper' is reserved by the server")]
+    Reserved,
+    /// The path is longer than [`crate::LockPath::MAX_LEN`] bytes.
+    #[error("the path is {len} bytes, more than the {max} allowed")]
+    TooLong {
+        /// The path's length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// Errors of every recipe in this crate.
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A lock path was refused before anything was sent.
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// Why it was refused.
+        reason: PathError,
+    },
+
+    /// The ZooKeeper session expired (or was closed). The client can't be used again: build a
+    /// new one. Every node this session created is gone, so any lock it held is lost.
+    #[error("ZooKeeper session expired or closed")]
+    SessionExpired,
+
+    /// The connection dropped while a request was in flight and its outcome is unknown. Local
+    /// state is consistent and a later call may succeed.
+    #[error("connection to ZooKeeper lost during {op} on {path}")]
+    ConnectionLoss {
+        /// The operation.
+        op: &'static str,
+        /// The path it targeted.
+        path: String,
+    },
+
+    /// Connecting failed: unreachable servers, a bad connect string, or no session within the
+    /// timeout.
+    #[error("cannot connect to ZooKeeper at {connect:?}: {source}")]
+    Connect {
+        /// The connect string.
+        connect: String,
+        /// What the client reported.
+        #[source]
+        source: zookeeper_client::Error,
+    },
+
+    /// The server refused our credentials for this path (ACL).
+    #[error("not authorized for {op} on {path}")]
+    NoAuth {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: String,
+    },
+
+    /// Our queue node was deleted by someone else (an administrator, say) while we waited or held.
+    #[error("our node {path} was deleted by someone else")]
+    NodeDeleted {
+        /// The node's path.
+        path: String,
+    },
+
+    /// The lock was lost while held (session expiry, or our node deleted); see
+    /// [`crate::LockStatus::Lost`]. A fenced write was refused for this reason.
+    #[error("the lock on {path} was lost")]
+    LockLost {
+        /// The lock path.
+        path: String,
+    },
+
+    /// The operation gave up after its deadline. Nothing of ours was left behind.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+
+    /// Any other error from ZooKeeper, with the operation and path for context.
+    #[error("ZooKeeper {op} on {path} failed: {source}")]
+    ZooKeeper {
+        /// The operation.
+        op: &'static str,
+        /// The path.
+        path: String,
+        /// The client's error.
+        #[source]
+        source: zookeeper_client::Error,
+    },
+}
+
+/// This crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Wraps a client error with the operation and path it came from, mapping the codes callers
+    /// act on to their own variants.
+    pub(crate) fn zk<'a>(
+        op: &'static str,
+        path: &'a str,
+    ) -> impl FnOnce(zookeeper_client::Error) -> Error + 'a {
+        move |source| Error::from_zk(op, path, source)
+    }
+
+    pub(crate) fn from_zk(op: &'static str, path: &str, source: zookeeper_client::Error) -> Error {
+        use zookeeper_client::Error as Zk;
+        match source {
+            Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved => Error::SessionExpired,
+            Zk::ConnectionLoss => Error::ConnectionLoss { op, path: path.to_string() },
+            Zk::NoAuth | Zk::AuthFailed => Error::NoAuth { op, path: path.to_string() },
+            source => Error::ZooKeeper { op, path: path.to_string(), source },
+        }
+    }
+
+    /// True for errors after which retrying the same call may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::ConnectionLoss { .. } | Error::Timeout(_))
+    }
+}

@@ -1,0 +1,239 @@
+//! A held node: its reentrant count, its status monitor, and its release.
+//!
+//! Every lock recipe ends in a [`Hold`] once its queue entry is admitted. The monitor task turns
+//! session states and the data watch on our own node into [`LockStatus`] changes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use zookeeper_client::{Client, Error as ZkError, EventType, SessionState};
+
+use crate::error::{Error, Result};
+use crate::path::LockPath;
+use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, PendingEvent};
+use crate::status::{LockStatus, LossPolicy};
+
+/// How long release keeps retrying a delete across connection losses before it hands the delete
+/// to the background and reports the connection loss.
+fn release_patience(client: &Client) -> Duration {
+    client.session_timeout().max(Duration::from_secs(1))
+}
+
+/// One admitted node and everything a holder needs.
+pub(crate) struct Hold {
+    client: Client,
+    root: LockPath,
+    path: String,
+    czxid: i64,
+    policy: LossPolicy,
+    janitor: Janitor,
+    /// Reentrant holds through one handle; 0 once released.
+    count: Mutex<usize>,
+    status: watch::Sender<LockStatus>,
+    releasing: Arc<AtomicBool>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold")
+            .field("path", &self.path)
+            .field("czxid", &self.czxid)
+            .field("status", &*self.status.borrow())
+            .finish()
+    }
+}
+
+impl Hold {
+    /// Takes over an admitted entry and starts its monitor.
+    pub fn start(entry: Entry, policy: LossPolicy, janitor: &Janitor) -> Arc<Hold> {
+        let root = entry.root.clone();
+        let (client, path, czxid, own) = entry.into_parts();
+        let (status, _) = watch::channel(LockStatus::Held);
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let releasing = Arc::new(AtomicBool::new(false));
+        let hold = Arc::new(Hold {
+            client: client.clone(),
+            root,
+            path: path.clone(),
+            czxid,
+            policy,
+            janitor: janitor.clone(),
+            count: Mutex::new(1),
+            status: status.clone(),
+            releasing: releasing.clone(),
+            stop: Mutex::new(Some(stop_tx)),
+        });
+        tokio::spawn(monitor(client, path, own, status, releasing, stop_rx));
+        hold
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn root(&self) -> &LockPath {
+        &self.root
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub fn fencing_token(&self) -> u64 {
+        self.czxid as u64
+    }
+
+    pub fn janitor(&self) -> &Janitor {
+        &self.janitor
+    }
+
+    pub fn status(&self) -> watch::Receiver<LockStatus> {
+        self.status.subscribe()
+    }
+
+    pub fn current_status(&self) -> LockStatus {
+        *self.status.borrow()
+    }
+
+    fn counter(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.count.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes one more reentrant hold, unless the hold is released or lost.
+    pub fn retain(&self) -> bool {
+        let mut count = self.counter();
+        if *count == 0 || self.current_status() == LockStatus::Lost {
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Whether [`Hold::retain`] would succeed now.
+    pub fn retain_possible(&self) -> bool {
+        *self.counter() > 0 && self.current_status() != LockStatus::Lost
+    }
+
+    /// Gives back one hold; `true` when it was the last, and the node must go.
+    pub fn release_one(&self) -> bool {
+        let mut count = self.counter();
+        *count = count.saturating_sub(1);
+        *count == 0
+    }
+
+    /// Resolves when the status counts as lost under the policy.
+    pub async fn lost(&self) {
+        let mut status = self.status.subscribe();
+        // The sender lives in `self`, so `wait_for` ends only with a matching status.
+        let _ = status.wait_for(|s| self.policy.is_lost(*s)).await;
+    }
+
+    /// Deletes the node after the last hold is released.
+    ///
+    /// Local state is already consistent when this runs (the count is 0, so the handle takes no
+    /// more reentrant holds on it): a failure here never blocks a later acquire. On a
+    /// connection loss that outlasts [`release_patience`], the delete goes on in the background
+    /// and the caller hears `ConnectionLoss`.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
+    /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
+    pub async fn delete_node(self: &Arc<Self>) -> Result<()> {
+        self.releasing.store(true, Ordering::SeqCst);
+        let was_lost = self.current_status() == LockStatus::Lost;
+        let deleting = retry::on_connection_loss(|| self.client.delete(&self.path, None));
+        let result = match tokio::time::timeout(release_patience(&self.client), deleting).await {
+            Ok(Ok(())) if !was_lost => Ok(()),
+            Ok(Ok(())) | Ok(Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                self.status.send_replace(LockStatus::Lost);
+                Err(Error::LockLost { path: self.root.to_string() })
+            }
+            Ok(Err(e)) => Err(Error::from_zk("delete", &self.path, e)),
+            Err(_) => {
+                let (client, path) = (self.client.clone(), self.path.clone());
+                self.janitor.spawn("release after connection loss", async move {
+                    delete_quietly(&client, &path).await
+                });
+                Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() })
+            }
+        };
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = stop.send(());
+        }
+        result
+    }
+
+    /// Releases one hold in the background (a guard dropped without `release()`).
+    pub fn release_in_background(self: &Arc<Self>) {
+        if self.release_one() {
+            let hold = self.clone();
+            self.janitor.spawn("dropped guard", async move {
+                if let Err(e) = hold.delete_node().await {
+                    tracing::debug!(node = %hold.path, error = %e, "background release");
+                }
+            });
+        }
+    }
+}
+
+/// Maps session states and own-node events to status changes until released or lost.
+async fn monitor(
+    client: Client,
+    path: String,
+    mut own: Option<PendingEvent>,
+    status: watch::Sender<LockStatus>,
+    releasing: Arc<AtomicBool>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut states = client.state_watcher();
+    let set = |s: LockStatus| {
+        status.send_if_modified(|cur| {
+            let changed = *cur != s && *cur != LockStatus::Lost;
+            if changed {
+                tracing::info!(node = %path, from = ?*cur, to = ?s, "lock status");
+                *cur = s;
+            }
+            changed
+        });
+    };
+    let mut state = states.peek_state();
+    loop {
+        match state {
+            SessionState::Disconnected => set(LockStatus::Suspended),
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => set(LockStatus::Held),
+            SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
+                set(LockStatus::Lost);
+                return;
+            }
+        }
+        tokio::select! {
+            _ = &mut stop => break,
+            next = states.changed() => state = next,
+            event = own_event(&mut own) => {
+                let released = releasing.load(Ordering::SeqCst);
+                match event.event_type {
+                    EventType::NodeDeleted if released => return,
+                    EventType::NodeDeleted | EventType::Session => {
+                        set(LockStatus::Lost);
+                        return;
+                    }
+                    _ => match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
+                        Ok((_, _, watcher)) => own = Some(Box::pin(watcher.changed())),
+                        Err(_) if released => return,
+                        Err(_) => {
+                            set(LockStatus::Lost);
+                            return;
+                        }
+                    },
+                }
+            }
+        }
+    }
+    // Released: let our own delete consume the watch rather than removing it with a request.
+    if let Some(event) = own {
+        let _ = tokio::time::timeout(Duration::from_secs(2), event).await;
+    }
+}

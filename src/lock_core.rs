@@ -1,0 +1,167 @@
+//! The acquire/hold/release cycle shared by every lock recipe, on the queue engine.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::hold::Hold;
+use crate::participants::{self, Participant};
+use crate::queue::{Admission, Decision, Queue};
+use crate::status::LossPolicy;
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    Forever,
+    /// Only if free now.
+    Try,
+    Until(Instant),
+}
+
+/// A lock on a queue: a marker for our nodes, a rule for admission, and (when reentrant) the
+/// handle's current hold.
+pub(crate) struct LockCore {
+    pub queue: Queue,
+    pub marker: &'static str,
+    pub rule: Arc<dyn Admission>,
+    pub data: Vec<u8>,
+    pub policy: LossPolicy,
+    pub recipe: &'static str,
+    reentrant: bool,
+    /// Serialises acquisitions through one handle, so that a second one re-enters the first's
+    /// hold rather than queueing behind it.
+    gate: tokio::sync::Mutex<()>,
+    current: Mutex<Option<Arc<Hold>>>,
+}
+
+impl LockCore {
+    pub fn new(
+        queue: Queue,
+        marker: &'static str,
+        rule: Arc<dyn Admission>,
+        data: Vec<u8>,
+        policy: LossPolicy,
+        recipe: &'static str,
+        reentrant: bool,
+    ) -> LockCore {
+        LockCore {
+            queue,
+            marker,
+            rule,
+            data,
+            policy,
+            recipe,
+            reentrant,
+            gate: tokio::sync::Mutex::new(()),
+            current: Mutex::new(None),
+        }
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Option<Arc<Hold>>> {
+        self.current.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This handle's live hold, if any (reentrant locks only).
+    pub fn held(&self) -> Option<Arc<Hold>> {
+        self.current().as_ref().filter(|h| h.retain_possible()).cloned()
+    }
+
+    pub async fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
+        let span = tracing::info_span!("acquire", recipe = self.recipe, path = %self.queue.root, node = tracing::field::Empty, seq = tracing::field::Empty);
+        self.acquire_inner(wait, span.clone()).instrument(span).await
+    }
+
+    async fn acquire_inner(&self, wait: Wait, span: tracing::Span) -> Result<Option<LockGuard>> {
+        let _gate = if self.reentrant {
+            let gate = match wait {
+                Wait::Forever => self.gate.lock().await,
+                Wait::Try => match self.gate.try_lock() {
+                    Ok(gate) => gate,
+                    Err(_) => return Ok(None),
+                },
+                Wait::Until(deadline) => {
+                    match tokio::time::timeout_at(deadline.into(), self.gate.lock()).await {
+                        Ok(gate) => gate,
+                        Err(_) => return Ok(None),
+                    }
+                }
+            };
+            if let Some(hold) = self.current().as_ref().filter(|h| h.retain()) {
+                tracing::debug!(node = %hold.path(), "re-entered");
+                return Ok(Some(LockGuard::new(hold.clone())));
+            }
+            Some(gate)
+        } else {
+            None
+        };
+
+        let joined = match wait {
+            Wait::Until(deadline) => {
+                match tokio::time::timeout_at(deadline.into(), self.queue.join(self.marker, &self.data)).await
+                {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        // The dropped create is cleaned up in the background; wait for it, so that
+                        // nothing of ours is left when we return.
+                        self.queue.janitor.settled().await;
+                        return Ok(None);
+                    }
+                }
+            }
+            _ => self.queue.join(self.marker, &self.data).await,
+        };
+        let (mut entry, children) = joined?;
+        span.record("node", entry.name.as_str());
+        span.record("seq", entry.seq);
+
+        let admitted = match wait {
+            Wait::Try => match self.queue.decide(&entry, self.rule.as_ref(), &children) {
+                Ok((_, _, decision)) => Ok(decision == Decision::Proceed),
+                Err(e) => Err(e),
+            },
+            Wait::Forever => self
+                .queue
+                .wait_turn(&mut entry, self.rule.as_ref(), children)
+                .instrument(tracing::debug_span!("wait"))
+                .await
+                .map(|()| true),
+            Wait::Until(deadline) => {
+                let waiting = self
+                    .queue
+                    .wait_turn(&mut entry, self.rule.as_ref(), children)
+                    .instrument(tracing::debug_span!("wait"));
+                match tokio::time::timeout_at(deadline.into(), waiting).await {
+                    Ok(result) => result.map(|()| true),
+                    Err(_) => Ok(false),
+                }
+            }
+        };
+        match admitted {
+            Ok(true) => {
+                let hold = Hold::start(entry, self.policy, &self.queue.janitor);
+                tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
+                if self.reentrant {
+                    *self.current() = Some(hold.clone());
+                }
+                Ok(Some(LockGuard::new(hold)))
+            }
+            Ok(false) => {
+                entry.leave().await?;
+                Ok(None)
+            }
+            Err(e) => {
+                if let Err(leave) = entry.leave().await {
+                    tracing::debug!(error = %leave, "leaving after an error");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        participants::list(&self.queue, self.rule.as_ref()).await
+    }
+}

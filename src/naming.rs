@@ -1,0 +1,168 @@
+//! Queue node names: how we build ours, how we read everyone's, and how we order them.
+//!
+//! Curator's protected names look like `_c_<36-char uuid>-lock-0000000042`: a protection prefix
+//! that identifies the creator's attempt (for recovery after a connection loss), a *marker* that
+//! says what the node is (`lock-`, `latch-`, `__READ__`, `__WRIT__`), and ZooKeeper's sequence
+//! suffix (`%010d` of a signed 32-bit counter).
+//!
+//! Ordering is by sequence number. Curator sorts by the text after the marker, which is the
+//! same order for the non-negative, zero-padded suffixes ZooKeeper produces. We also order
+//! correctly across the signed 32-bit wrap (`2147483647` is followed by `-2147483648`), which
+//! Curator's text sort does not: see [`sort_queue`].
+
+/// A node-naming convention, for sharing a lock path with another client library.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeFormat {
+    /// Apache Curator's protected names, `_c_<uuid>-<marker><seq>` (the default).
+    #[default]
+    Curator,
+}
+
+/// What a recipe's queue contains: the format, the markers of the nodes that take part in the
+/// queue, and the marker this contender creates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NameScheme {
+    pub format: NodeFormat,
+    /// Every marker that counts as a contender in this queue, e.g. `["__READ__", "__WRIT__"]`.
+    pub markers: &'static [&'static str],
+}
+
+impl NameScheme {
+    pub const fn curator(markers: &'static [&'static str]) -> NameScheme {
+        NameScheme { format: NodeFormat::Curator, markers }
+    }
+
+    /// A fresh protection prefix for one create attempt, e.g. `_c_<uuid>-`.
+    pub fn new_protection(&self) -> String {
+        match self.format {
+            NodeFormat::Curator => format!("_c_{}-", uuid::Uuid::new_v4().hyphenated()),
+        }
+    }
+
+    /// Parses a child name; `None` for a foreign node that is not part of this queue.
+    pub fn parse(&self, name: &str) -> Option<QueueNode> {
+        // The last occurrence of any marker, as Curator's `lastIndexOf(lockName)`.
+        let (marker, at) = self
+            .markers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| name.rfind(m).map(|at| (i, at + m.len())))
+            .max_by_key(|&(_, at)| at)?;
+        let seq = parse_sequence(&name[at..])?;
+        Some(QueueNode { name: name.to_string(), seq, marker })
+    }
+}
+
+/// ZooKeeper's sequence suffix: `%010d` of an `i32`, so ten digits, or a minus sign and at
+/// least nine digits. Anything else (`+5`, `12`, spaces, overflow) is not a sequence.
+pub(crate) fn parse_sequence(text: &str) -> Option<i32> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if text.len() < 10 || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// A parsed queue node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct QueueNode {
+    /// The child name, without the parent path.
+    pub name: String,
+    /// The sequence number.
+    pub seq: i32,
+    /// Index of its marker in [`NameScheme::markers`].
+    pub marker: usize,
+}
+
+/// Sorts queue nodes into creation order.
+///
+/// ZooKeeper's counter counts up through `i32::MAX` to `i32::MIN` and on to `-1` and `0` again.
+/// As unsigned 32-bit numbers that is one increasing run that wraps only at `u32::MAX`, so we
+/// sort by `seq as u32` and then rotate the list to start after its largest circular gap: live
+/// nodes of one queue span far less than half the counter's range, so the largest gap is
+/// where the counter wrapped (or the ordinary gap from the highest back to the lowest). Ties
+/// (possible only with hand-made names) break by name, so the order is total.
+pub(crate) fn sort_queue(nodes: &mut [QueueNode]) {
+    nodes.sort_by(|a, b| (a.seq as u32, &a.name).cmp(&(b.seq as u32, &b.name)));
+    if nodes.len() < 2 {
+        return;
+    }
+    let key = |n: &QueueNode| u64::from(n.seq as u32);
+    let mut start = 0;
+    let mut widest = key(&nodes[0]) + (1u64 << 32) - key(&nodes[nodes.len() - 1]);
+    for i in 1..nodes.len() {
+        let gap = key(&nodes[i]) - key(&nodes[i - 1]);
+        if gap > widest {
+            widest = gap;
+            start = i;
+        }
+    }
+    nodes.rotate_left(start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOCK: NameScheme = NameScheme::curator(&["lock-"]);
+
+    fn node(seq: i32) -> QueueNode {
+        QueueNode { name: format!("_c_x-lock-{seq:010}"), seq, marker: 0 }
+    }
+
+    #[test]
+    fn parses_curator_names_and_ignores_foreign_ones() {
+        let n = LOCK.parse("_c_0b5c1b0e-9c8e-4f4c-9a8e-6f3c2b1a0d9e-lock-0000000042").expect("ours");
+        assert_eq!(n.seq, 42);
+        assert_eq!(
+            LOCK.parse("lock-0000000007").map(|n| n.seq),
+            Some(7),
+            "Curator counts unprotected names too"
+        );
+        assert_eq!(LOCK.parse("_c_x-lock--2147483648").map(|n| n.seq), Some(i32::MIN));
+        assert_eq!(LOCK.parse("_c_x-lock--000000005").map(|n| n.seq), Some(-5));
+        for foreign in [
+            "config",
+            "lock-",
+            "lock-12",
+            "lock-+000000012",
+            "_c_x-latch-0000000001",
+            "lock-00000000001x",
+            "lock-9999999999",
+        ] {
+            assert_eq!(LOCK.parse(foreign), None, "{foreign:?}");
+        }
+    }
+
+    #[test]
+    fn the_last_marker_wins_as_in_curator() {
+        let rw = NameScheme::curator(&["__READ__", "__WRIT__"]);
+        let n = rw.parse("_c_u-__READ__x__WRIT__0000000003").expect("parsed");
+        assert_eq!((n.seq, n.marker), (3, 1));
+    }
+
+    #[test]
+    fn sorts_by_sequence() {
+        let mut q = vec![node(3), node(1), node(2)];
+        sort_queue(&mut q);
+        assert_eq!(q.iter().map(|n| n.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    }
+
+    #[test]
+    fn sorts_across_the_signed_wrap() {
+        let mut q = vec![node(i32::MIN + 1), node(i32::MAX), node(i32::MIN), node(i32::MAX - 1)];
+        sort_queue(&mut q);
+        assert_eq!(
+            q.iter().map(|n| n.seq).collect::<Vec<_>>(),
+            [i32::MAX - 1, i32::MAX, i32::MIN, i32::MIN + 1]
+        );
+    }
+
+    #[test]
+    fn sorts_across_the_unsigned_wrap() {
+        let mut q = vec![node(1), node(-1), node(0), node(-2)];
+        sort_queue(&mut q);
+        assert_eq!(q.iter().map(|n| n.seq).collect::<Vec<_>>(), [-2, -1, 0, 1]);
+    }
+}

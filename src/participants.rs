@@ -1,0 +1,62 @@
+//! Who is in a queue, in order.
+
+use zookeeper_client::MultiReadResult;
+
+use crate::error::{Error, Result};
+use crate::queue::{Admission, Decision, Queue};
+
+/// One contender in a queue, as `participants()` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Participant {
+    /// Position in the queue, 0 first.
+    pub position: usize,
+    /// The node's name under the lock path.
+    pub node: String,
+    /// The participant id stored in the node (UTF-8, lossy).
+    pub id: String,
+    /// Whether the recipe's rule admits it now (it holds the lock, or leads).
+    pub is_holder: bool,
+    /// The session that owns the node (`ephemeralOwner`).
+    pub session: i64,
+    /// The node's `czxid`, its fencing token.
+    pub czxid: i64,
+    /// When the node was created, in milliseconds since the epoch (server clock).
+    pub ctime_ms: i64,
+}
+
+/// Lists the queue in order with each node's data and owner, read in one multi-read.
+pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Participant>> {
+    let children = queue.list().await?;
+    let nodes = queue.sorted(&children);
+    if nodes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut reader = queue.client.new_multi_reader();
+    for node in &nodes {
+        reader.add_get_data(&queue.root.child(&node.name)).map_err(Error::zk("get", queue.root.as_str()))?;
+    }
+    let results = reader.commit().await.map_err(Error::zk("multi-read", queue.root.as_str()))?;
+    // Nodes gone between the listing and the read are left out; positions follow what remains.
+    let present: Vec<_> = nodes
+        .into_iter()
+        .zip(results)
+        .filter_map(|(node, result)| match result {
+            MultiReadResult::Data { data, stat } => Some((node, data, stat)),
+            _ => None,
+        })
+        .collect();
+    let queue_now: Vec<_> = present.iter().map(|(n, _, _)| n.clone()).collect();
+    Ok(present
+        .into_iter()
+        .enumerate()
+        .map(|(position, (node, data, stat))| Participant {
+            position,
+            is_holder: rule.decide(&queue_now, position) == Decision::Proceed,
+            id: String::from_utf8_lossy(&data).into_owned(),
+            node: node.name,
+            session: stat.ephemeral_owner,
+            czxid: stat.czxid,
+            ctime_ms: stat.ctime,
+        })
+        .collect())
+}

@@ -1,0 +1,244 @@
+//! Our place in a queue, as values that clean up after themselves when dropped.
+//!
+//! Requests are sent when a client method is *called*, not when its future is polled, so a create
+//! whose future was dropped may still land. Two guards cover every await point:
+//! * [`PendingCreate`] lives while a create is in flight: dropped armed, it finds the node by its
+//!   protection prefix (checking the owner session) and deletes it in the background;
+//! * [`Entry`] lives while we have a node: dropped armed, it deletes that node in the background.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
+
+use super::janitor::Janitor;
+use super::retry;
+use crate::error::{Error, Result};
+use crate::path::LockPath;
+
+/// A watch event still to come, boxed so that it can be polled across loop iterations.
+pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+
+/// A create in flight, identified by its protection prefix.
+pub(crate) struct PendingCreate {
+    client: Client,
+    root: LockPath,
+    protection: String,
+    janitor: Janitor,
+    armed: bool,
+}
+
+impl PendingCreate {
+    pub fn new(client: &Client, root: &LockPath, protection: &str, janitor: &Janitor) -> PendingCreate {
+        PendingCreate {
+            client: client.clone(),
+            root: root.clone(),
+            protection: protection.to_string(),
+            janitor: janitor.clone(),
+            armed: true,
+        }
+    }
+
+    /// The create's outcome is known and owned by an [`Entry`] (or it failed for sure).
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for PendingCreate {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (client, root, protection) =
+            (self.client.clone(), self.root.clone(), std::mem::take(&mut self.protection));
+        self.janitor.spawn("cancelled create", async move {
+            // Sent after the create, so ZooKeeper's per-session FIFO order makes the create visible.
+            match find_ours(&client, &root, &protection).await {
+                Ok(found) => {
+                    for (name, _) in found {
+                        delete_quietly(&client, &root.child(&name)).await;
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, %root, "cleanup after a cancelled create"),
+            }
+        });
+    }
+}
+
+/// Children of `root` that carry `protection` and belong to *this* session, with their czxid.
+/// A node with our prefix but another owner is from an older session (CURATOR-604): never ours.
+pub(crate) async fn find_ours(
+    client: &Client,
+    root: &LockPath,
+    protection: &str,
+) -> Result<Vec<(String, i64)>> {
+    let children = match retry::on_connection_loss(|| client.list_children(root.as_str())).await {
+        Ok(children) => children,
+        Err(ZkError::NoNode) => return Ok(Vec::new()),
+        Err(e) => return Err(Error::from_zk("list", root.as_str(), e)),
+    };
+    let session = client.session_id().0;
+    let mut ours = Vec::new();
+    for name in children.into_iter().filter(|c| c.starts_with(protection)) {
+        let path = root.child(&name);
+        match retry::on_connection_loss(|| client.get_data(&path)).await {
+            Ok((_, stat)) if stat.ephemeral_owner == session => ours.push((name, stat.czxid)),
+            Ok((_, stat)) => {
+                tracing::warn!(node = %path, owner = format_args!("{:#x}", stat.ephemeral_owner),
+                    "node has our protection prefix but another session's owner; not ours")
+            }
+            Err(ZkError::NoNode) => {}
+            Err(e) => return Err(Error::from_zk("get", &path, e)),
+        }
+    }
+    Ok(ours)
+}
+
+/// Deletes `path`, retrying connection losses; a node already gone is fine.
+pub(crate) async fn delete_quietly(client: &Client, path: &str) {
+    match retry::on_connection_loss(|| client.delete(path, None)).await {
+        Ok(()) | Err(ZkError::NoNode) => tracing::trace!(node = path, "deleted"),
+        Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
+    }
+}
+
+/// Our node in a queue.
+pub(crate) struct Entry {
+    pub client: Client,
+    pub root: LockPath,
+    /// Child name, e.g. `_c_<uuid>-lock-0000000042`.
+    pub name: String,
+    /// Full path.
+    pub path: String,
+    pub seq: i32,
+    /// The creating transaction's zxid: the fencing token.
+    pub czxid: i64,
+    /// The data watch on our own node: deletion by someone else, data changes (revocation).
+    pub own_event: Option<PendingEvent>,
+    janitor: Janitor,
+    armed: bool,
+}
+
+impl Entry {
+    pub fn new(
+        client: &Client,
+        root: &LockPath,
+        name: String,
+        seq: i32,
+        czxid: i64,
+        janitor: &Janitor,
+    ) -> Entry {
+        Entry {
+            client: client.clone(),
+            path: root.child(&name),
+            root: root.clone(),
+            name,
+            seq,
+            czxid,
+            own_event: None,
+            janitor: janitor.clone(),
+            armed: true,
+        }
+    }
+
+    /// (Re-)arms the data watch on our own node. `Ok(false)` if the node is gone.
+    pub async fn watch_self(&mut self) -> Result<bool> {
+        match retry::on_connection_loss(|| self.client.get_and_watch_data(&self.path)).await {
+            Ok((_, _, watcher)) => {
+                self.own_event = Some(Box::pin(watcher.changed()));
+                Ok(true)
+            }
+            Err(ZkError::NoNode) => Ok(false),
+            Err(e) => Err(Error::from_zk("watch", &self.path, e)),
+        }
+    }
+
+    /// The node is gone, or someone else now answers for it: dropping must not delete it.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Deletes our node (retrying connection losses) and disarms.
+    ///
+    /// # Cancel safety
+    /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
+    /// the background.
+    pub async fn leave(mut self) -> Result<()> {
+        let result = match retry::on_connection_loss(|| self.client.delete(&self.path, None)).await {
+            Ok(()) | Err(ZkError::NoNode) => Ok(()),
+            // The session is over: its ephemeral node is gone with it.
+            Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
+            Err(e) => Err(Error::from_zk("delete", &self.path, e)),
+        };
+        if result.is_ok() {
+            self.disarm();
+        }
+        result
+    }
+
+    /// Hands the node and its own-watch over to a holder. The entry is disarmed.
+    pub fn into_parts(mut self) -> (Client, String, i64, Option<PendingEvent>) {
+        self.disarm();
+        (self.client.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take())
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (client, path) = (self.client.clone(), std::mem::take(&mut self.path));
+        // Keep the own-watch until the delete is done, so that it is consumed by the deletion
+        // rather than removed by a separate request.
+        let own = self.own_event.take();
+        self.janitor.spawn("dropped entry", async move {
+            delete_quietly(&client, &path).await;
+            drop(own);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use zk_testcluster::ZkCluster;
+    use zookeeper_client::{Acls, CreateMode};
+
+    use super::*;
+
+    /// CURATOR-604: a node that carries our protection prefix but belongs to another (older)
+    /// session is never taken for ours, neither to adopt after a connection loss nor to delete.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_node_with_our_prefix_but_another_owner_is_never_ours() {
+        let zk = ZkCluster::standalone().await.expect("zookeeper");
+        let old = Client::connect(&zk.connect_string()).await.expect("old session");
+        let current = Client::connect(&zk.connect_string()).await.expect("current session");
+        let root = LockPath::new("/locks/stale").unwrap();
+        old.mkdir(root.as_str(), &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
+        let protection = "_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-";
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let (stale_stat, _) =
+            old.create(&root.child(&format!("{protection}lock-")), b"old", &options).await.unwrap();
+
+        assert!(
+            find_ours(&current, &root, protection).await.unwrap().is_empty(),
+            "adopted another session's node"
+        );
+
+        let (mine, seq) =
+            current.create(&root.child(&format!("{protection}lock-")), b"new", &options).await.unwrap();
+        let found = find_ours(&current, &root, protection).await.unwrap();
+        assert_eq!(found, vec![(format!("{protection}lock-{seq}"), mine.czxid)]);
+        assert_ne!(found[0].1, stale_stat.czxid);
+
+        // The cleanup of a cancelled create spares the other session's node.
+        let janitor = Janitor::default();
+        drop(PendingCreate::new(&current, &root, protection, &janitor));
+        janitor.settled().await;
+        let left = current.list_children(root.as_str()).await.unwrap();
+        assert_eq!(left.len(), 1, "{left:?}");
+        let (data, _) = current.get_data(&root.child(&left[0])).await.unwrap();
+        assert_eq!(data, b"old");
+    }
+}

@@ -1,0 +1,501 @@
+//! [`ZkCluster`]: a standalone server or an ensemble on free loopback ports.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use crate::fourlw::{self, Mode};
+use crate::local::{self, LocalInstall};
+use crate::ports::free_ports;
+use crate::{FaultProxy, HarnessError};
+
+/// How many times a start is retried with fresh ports when a server fails to come up (another
+/// process may take a port between our probe and the server's bind).
+const START_ATTEMPTS: usize = 3;
+
+/// Settings for a test cluster. [`ClusterConfig::default`] is tuned for fast tests.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Number of servers: 1 runs standalone, more form an ensemble.
+    pub nodes: usize,
+    /// ZooKeeper's `tickTime`. Session timeouts are bounded to `[2, 20]` ticks by default
+    /// servers; we widen the upper bound (see [`ClusterConfig::max_session_timeout`]).
+    pub tick_time: Duration,
+    /// `forceSync`: `false` skips fsync per transaction, for speed where durability is not
+    /// under test.
+    pub force_sync: bool,
+    /// `maxClientCnxns` per client IP; 0 means unlimited (many sessions from loopback).
+    pub max_client_cnxns: u32,
+    /// The largest session timeout a client may negotiate.
+    pub max_session_timeout: Duration,
+    /// The JVM's maximum heap, in MiB.
+    pub heap_mb: u32,
+    /// How long to wait for every node to answer `srvr` with a `Mode:` line.
+    pub ready_timeout: Duration,
+    /// Extra `key=value` lines for `zoo.cfg`.
+    pub extra: Vec<(String, String)>,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            nodes: 1,
+            tick_time: Duration::from_millis(200),
+            force_sync: false,
+            max_client_cnxns: 0,
+            max_session_timeout: Duration::from_secs(60),
+            heap_mb: 256,
+            ready_timeout: Duration::from_secs(45),
+            extra: Vec::new(),
+        }
+    }
+}
+
+struct Node {
+    client_port: u16,
+    quorum_port: u16,
+    election_port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl Node {
+    fn cfg_path(&self) -> PathBuf {
+        self.dir.join("zoo.cfg")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.join("zookeeper.log")
+    }
+
+    fn client_addr(&self) -> SocketAddr {
+        (Ipv4Addr::LOCALHOST, self.client_port).into()
+    }
+}
+
+/// A running ZooKeeper standalone server or ensemble, torn down on drop.
+///
+/// Every server is a child process launched by this harness; dropping the cluster (also while a
+/// test panics) SIGKILLs each one by PID and removes its temporary directory. Set
+/// `ZK_TEST_KEEP_LOGS=1` to keep the directory (with each node's `zookeeper.log`) when the
+/// dropping thread is panicking, or `ZK_TEST_KEEP_LOGS=always` to keep it in every case.
+pub struct ZkCluster {
+    config: ClusterConfig,
+    install: LocalInstall,
+    dir: Option<tempfile::TempDir>,
+    nodes: Vec<Node>,
+}
+
+impl std::fmt::Debug for ZkCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZkCluster")
+            .field("connect", &self.connect_string())
+            .field("pids", &self.nodes.iter().map(|n| n.child.as_ref().map(|c| c.id())).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Which backend `ZK_TEST_BACKEND` asks for.
+fn backend_choice() -> Result<&'static str, HarnessError> {
+    match std::env::var("ZK_TEST_BACKEND").as_deref() {
+        Err(_) | Ok("") | Ok("auto") => Ok("auto"),
+        Ok("local") => Ok("local"),
+        Ok("docker") => Ok("docker"),
+        Ok(other) => Err(HarnessError::BadBackend(other.to_string())),
+    }
+}
+
+impl ZkCluster {
+    /// Starts one standalone server with [`ClusterConfig::default`].
+    ///
+    /// # Errors
+    /// [`HarnessError::NoBackend`] (with what to install) when no ZooKeeper can run here;
+    /// [`HarnessError::NotReady`] when the server does not come up.
+    pub async fn standalone() -> Result<ZkCluster, HarnessError> {
+        Self::start(ClusterConfig::default()).await
+    }
+
+    /// Starts an ensemble of `n` servers and returns once every one answers `srvr` with a
+    /// `Mode:` line, that is, once the quorum has formed.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::standalone`].
+    pub async fn ensemble(n: usize) -> Result<ZkCluster, HarnessError> {
+        Self::start(ClusterConfig { nodes: n, ..ClusterConfig::default() }).await
+    }
+
+    /// Starts a cluster with explicit settings.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::standalone`]; also [`HarnessError::Unsupported`] for a backend that
+    /// cannot run the requested shape.
+    pub async fn start(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
+        let choice = backend_choice()?;
+        let install = match (choice, LocalInstall::find()) {
+            ("docker", _) | ("auto", Err(_)) => return Err(crate::docker::unavailable()),
+            (_, found) => found?,
+        };
+        let mut last_err = None;
+        for attempt in 1..=START_ATTEMPTS {
+            let mut cluster = ZkCluster::prepare(config.clone(), install.clone())?;
+            match cluster.launch_all().await {
+                Ok(()) => return Ok(cluster),
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "ZooKeeper start failed; retrying with fresh ports");
+                    last_err = Some(e);
+                }
+            }
+        }
+        Err(last_err.unwrap_or(HarnessError::NoLeader))
+    }
+
+    fn prepare(config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
+        let n = config.nodes.max(1);
+        let dir = tempfile::Builder::new()
+            .prefix("zk-testcluster-")
+            .tempdir()
+            .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
+        let ports = free_ports(3 * n)?;
+        let nodes = (0..n)
+            .map(|i| Node {
+                client_port: ports[3 * i],
+                quorum_port: ports[3 * i + 1],
+                election_port: ports[3 * i + 2],
+                dir: dir.path().join(format!("node{}", i + 1)),
+                child: None,
+            })
+            .collect::<Vec<_>>();
+        let cluster = ZkCluster { config, install, dir: Some(dir), nodes };
+        for (i, node) in cluster.nodes.iter().enumerate() {
+            let data = node.dir.join("data");
+            std::fs::create_dir_all(&data)
+                .map_err(HarnessError::io(format!("creating {}", data.display())))?;
+            std::fs::write(data.join("myid"), format!("{}\n", i + 1))
+                .map_err(HarnessError::io("writing myid"))?;
+            std::fs::write(node.cfg_path(), cluster.zoo_cfg(i))
+                .map_err(HarnessError::io("writing zoo.cfg"))?;
+        }
+        Ok(cluster)
+    }
+
+    fn zoo_cfg(&self, i: usize) -> String {
+        let c = &self.config;
+        let node = &self.nodes[i];
+        let tick = c.tick_time.as_millis().max(1);
+        let mut cfg = String::new();
+        let _ = writeln!(cfg, "tickTime={tick}");
+        let _ = writeln!(cfg, "dataDir={}", node.dir.join("data").display());
+        let _ = writeln!(cfg, "clientPort={}", node.client_port);
+        let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
+        let _ = writeln!(cfg, "maxClientCnxns={}", c.max_client_cnxns);
+        let _ = writeln!(cfg, "minSessionTimeout={}", 2 * tick);
+        let _ = writeln!(cfg, "maxSessionTimeout={}", c.max_session_timeout.as_millis().max(2 * tick));
+        let _ = writeln!(cfg, "forceSync={}", if c.force_sync { "yes" } else { "no" });
+        let _ = writeln!(cfg, "admin.enableServer=false");
+        let _ = writeln!(cfg, "4lw.commands.whitelist=*");
+        let _ = writeln!(cfg, "preAllocSize=4096");
+        let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+        if self.nodes.len() > 1 {
+            // Generous limits in ticks: a loaded 2-core machine must not drop followers.
+            let _ = writeln!(cfg, "initLimit=50");
+            let _ = writeln!(cfg, "syncLimit=10");
+            let _ = writeln!(cfg, "standaloneEnabled=false");
+            let _ = writeln!(cfg, "reconfigEnabled=false");
+            for (j, peer) in self.nodes.iter().enumerate() {
+                let _ =
+                    writeln!(cfg, "server.{}=127.0.0.1:{}:{}", j + 1, peer.quorum_port, peer.election_port);
+            }
+        }
+        for (k, v) in &c.extra {
+            let _ = writeln!(cfg, "{k}={v}");
+        }
+        cfg
+    }
+
+    async fn launch_all(&mut self) -> Result<(), HarnessError> {
+        for i in 0..self.nodes.len() {
+            self.spawn(i)?;
+        }
+        for i in 0..self.nodes.len() {
+            self.wait_ready(i).await?;
+        }
+        Ok(())
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
+        let node = &self.nodes[i];
+        let child = self.install.spawn(&node.cfg_path(), &node.log_path(), self.config.heap_mb)?;
+        tracing::debug!(node = i, pid = child.id(), port = node.client_port, "started ZooKeeper");
+        self.nodes[i].child = Some(child);
+        Ok(())
+    }
+
+    async fn wait_ready(&mut self, i: usize) -> Result<(), HarnessError> {
+        let started = Instant::now();
+        let addr = self.nodes[i].client_addr();
+        loop {
+            if let Ok(answer) = fourlw::ask(addr, "srvr").await {
+                if fourlw::parse_mode(&answer).is_some() {
+                    return Ok(());
+                }
+            }
+            let node = &mut self.nodes[i];
+            let exited = match node.child.as_mut() {
+                Some(child) => child.try_wait().map_err(HarnessError::io("polling a server"))?.is_some(),
+                None => true,
+            };
+            if exited || started.elapsed() > self.config.ready_timeout {
+                return Err(HarnessError::NotReady {
+                    node: i,
+                    waited_ms: started.elapsed().as_millis(),
+                    log: node.log_path(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    fn node(&self, i: usize) -> Result<&Node, HarnessError> {
+        self.nodes.get(i).ok_or(HarnessError::NoSuchNode(i))
+    }
+
+    fn pid_of(&self, i: usize) -> Result<u32, HarnessError> {
+        self.node(i)?
+            .child
+            .as_ref()
+            .map(Child::id)
+            .ok_or(HarnessError::Unsupported("signalling a stopped node", "local"))
+    }
+
+    /// The number of servers.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always `false`: a cluster has at least one server.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The direct connect string, `127.0.0.1:p1,127.0.0.1:p2,...`.
+    pub fn connect_string(&self) -> String {
+        self.nodes.iter().map(|n| n.client_addr().to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    /// The direct connect string with a chroot suffix, e.g. `connect_string_chroot("/app")`.
+    pub fn connect_string_chroot(&self, chroot: &str) -> String {
+        format!("{}{}", self.connect_string(), chroot)
+    }
+
+    /// The client address of node `i`.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoSuchNode`].
+    pub fn client_addr(&self, i: usize) -> Result<SocketAddr, HarnessError> {
+        Ok(self.node(i)?.client_addr())
+    }
+
+    /// The PID of node `i`'s server process, while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.nodes.get(i)?.child.as_ref().map(Child::id)
+    }
+
+    /// The PIDs of every running server.
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes.iter().filter_map(|n| n.child.as_ref().map(Child::id)).collect()
+    }
+
+    /// The cluster's temporary directory (node directories, configs and logs).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(|d| d.path())
+    }
+
+    /// A new fault proxy in front of every node. Give each client that a test wants to fault on
+    /// its own a proxy of its own.
+    ///
+    /// # Errors
+    /// [`HarnessError::Io`] when a listener cannot be bound.
+    pub fn proxy(&self) -> Result<FaultProxy, HarnessError> {
+        FaultProxy::start(&self.nodes.iter().map(Node::client_addr).collect::<Vec<_>>())
+    }
+
+    /// Stops node `i` gracefully (SIGTERM), waiting up to 10 s before SIGKILL.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoSuchNode`], or an OS error signalling the process.
+    pub async fn stop(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.end(i, libc::SIGTERM, Duration::from_secs(10)).await
+    }
+
+    /// Kills node `i` with SIGKILL, like a crash, and reaps it.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::stop`].
+    pub async fn kill(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.end(i, libc::SIGKILL, Duration::ZERO).await
+    }
+
+    async fn end(&mut self, i: usize, sig: libc::c_int, grace: Duration) -> Result<(), HarnessError> {
+        let node = self.nodes.get_mut(i).ok_or(HarnessError::NoSuchNode(i))?;
+        let Some(mut child) = node.child.take() else { return Ok(()) };
+        let pid = child.id();
+        // A frozen process does not act on SIGTERM until continued.
+        let _ = local::signal(pid, libc::SIGCONT);
+        local::signal(pid, sig)?;
+        let deadline = Instant::now() + grace;
+        loop {
+            if child.try_wait().map_err(HarnessError::io("reaping a server"))?.is_some() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let _ = local::signal(pid, libc::SIGKILL);
+                child.wait().map_err(HarnessError::io("reaping a killed server"))?;
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Starts node `i` again (stopping it first if it runs) on the same ports and data, and
+    /// waits until it serves.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::stop`], and [`HarnessError::NotReady`].
+    pub async fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.stop(i).await?;
+        self.spawn(i)?;
+        self.wait_ready(i).await
+    }
+
+    /// Freezes node `i` with SIGSTOP: its sockets stay open but it answers nothing.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::stop`].
+    pub fn freeze(&self, i: usize) -> Result<(), HarnessError> {
+        local::signal(self.pid_of(i)?, libc::SIGSTOP)
+    }
+
+    /// Thaws node `i` with SIGCONT.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::stop`].
+    pub fn thaw(&self, i: usize) -> Result<(), HarnessError> {
+        local::signal(self.pid_of(i)?, libc::SIGCONT)
+    }
+
+    /// Node `i`'s role from `srvr`, or `None` while it is not serving.
+    pub async fn mode(&self, i: usize) -> Option<Mode> {
+        let addr = self.nodes.get(i)?.client_addr();
+        fourlw::parse_mode(&fourlw::ask(addr, "srvr").await.ok()?)
+    }
+
+    /// The index of the node that leads (or the standalone server).
+    ///
+    /// # Errors
+    /// [`HarnessError::NoLeader`] when no node reports `leader` or `standalone`.
+    pub async fn leader(&self) -> Result<usize, HarnessError> {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].child.is_some()
+                && matches!(self.mode(i).await, Some(Mode::Leader | Mode::Standalone))
+            {
+                return Ok(i);
+            }
+        }
+        Err(HarnessError::NoLeader)
+    }
+
+    /// Waits until some node leads, up to the ready timeout, and returns its index.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoLeader`] when none leads in time.
+    pub async fn wait_for_leader(&self) -> Result<usize, HarnessError> {
+        let deadline = Instant::now() + self.config.ready_timeout;
+        loop {
+            match self.leader().await {
+                Ok(i) => return Ok(i),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+            }
+        }
+    }
+
+    /// Sends any whitelisted four-letter word (`wchp`, `cons`, `dump`, ...) to node `i`.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoSuchNode`], or [`HarnessError::Io`] when the node does not answer.
+    pub async fn four_letter(&self, i: usize, word: &str) -> Result<String, HarnessError> {
+        let addr = self.node(i)?.client_addr();
+        fourlw::ask(addr, word).await.map_err(HarnessError::io(format!("{word} on node {i}")))
+    }
+
+    /// Node `i`'s `mntr` counters.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoSuchNode`], or [`HarnessError::Io`] when the node does not answer.
+    pub async fn mntr(&self, i: usize) -> Result<Mntr, HarnessError> {
+        let addr = self.node(i)?.client_addr();
+        let text = fourlw::ask(addr, "mntr").await.map_err(HarnessError::io(format!("mntr on node {i}")))?;
+        Ok(Mntr(fourlw::parse_mntr(&text)))
+    }
+}
+
+/// A server's `mntr` counters, keyed as ZooKeeper names them (`zk_packets_received`, ...).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mntr(pub BTreeMap<String, String>);
+
+impl Mntr {
+    /// A counter as an integer, when present and numeric.
+    pub fn get(&self, key: &str) -> Option<i64> {
+        self.0.get(key)?.parse().ok()
+    }
+
+    /// `zk_packets_received`.
+    pub fn packets_received(&self) -> i64 {
+        self.get("zk_packets_received").unwrap_or(0)
+    }
+
+    /// `zk_packets_sent`.
+    pub fn packets_sent(&self) -> i64 {
+        self.get("zk_packets_sent").unwrap_or(0)
+    }
+
+    /// Packets both ways.
+    pub fn packets(&self) -> i64 {
+        self.packets_received() + self.packets_sent()
+    }
+
+    /// `zk_watch_count`.
+    pub fn watch_count(&self) -> i64 {
+        self.get("zk_watch_count").unwrap_or(0)
+    }
+
+    /// `zk_znode_count`.
+    pub fn znode_count(&self) -> i64 {
+        self.get("zk_znode_count").unwrap_or(0)
+    }
+}
+
+impl Drop for ZkCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = local::signal(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+            }
+        }
+        let keep = match std::env::var("ZK_TEST_KEEP_LOGS").as_deref() {
+            Ok("always") => true,
+            Ok("") | Ok("0") | Err(_) => false,
+            Ok(_) => std::thread::panicking(),
+        };
+        if let Some(dir) = self.dir.take() {
+            if keep {
+                let path = dir.keep();
+                eprintln!("zk-testcluster: kept server logs in {}", path.display());
+            }
+        }
+    }
+}

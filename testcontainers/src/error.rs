@@ -1,0 +1,56 @@
+//! The harness's error type.
+
+use std::path::PathBuf;
+
+/// What can go wrong while starting or controlling a test cluster.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HarnessError {
+    /// No backend can run ZooKeeper on this machine. The message says what to install.
+    #[error("no ZooKeeper backend available: {0}")]
+    NoBackend(String),
+
+    /// `ZK_TEST_BACKEND` holds a value other than `auto`, `local` or `docker`.
+    #[error("ZK_TEST_BACKEND={0:?} is not one of auto, local, docker")]
+    BadBackend(String),
+
+    /// A server process exited, or never answered `srvr`, during start-up.
+    #[error("ZooKeeper node {node} did not become ready within {waited_ms} ms (log: {log})")]
+    NotReady {
+        /// Index of the node.
+        node: usize,
+        /// How long we waited.
+        waited_ms: u128,
+        /// The server's log file, kept for inspection.
+        log: PathBuf,
+    },
+
+    /// A node index out of range.
+    #[error("node {0} does not exist in this cluster")]
+    NoSuchNode(usize),
+
+    /// The operation is not offered by this backend.
+    #[error("{0} is not supported by the {1} backend")]
+    Unsupported(&'static str, &'static str),
+
+    /// No node answered `srvr` with `Mode: leader` or `Mode: standalone`.
+    #[error("no node reports itself as leader")]
+    NoLeader,
+
+    /// An I/O error from the operating system.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the harness was doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl HarnessError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
+        let context = context.into();
+        move |source| HarnessError::Io { context, source }
+    }
+}

@@ -1,0 +1,32 @@
+//! `zk-testcluster`: real ZooKeeper servers for tests, examples and benchmarks.
+//!
+//! * [`ZkCluster::standalone`] and [`ZkCluster::ensemble`] start servers on free loopback ports,
+//!   each with its own temporary data directory, and return once every server answers `srvr`
+//!   with a `Mode:` line.
+//! * Per-node control: [`ZkCluster::stop`], [`ZkCluster::kill`], [`ZkCluster::restart`],
+//!   [`ZkCluster::freeze`], [`ZkCluster::thaw`], [`ZkCluster::leader`], [`ZkCluster::mntr`].
+//! * [`FaultProxy`]: cut, blackhole and latency between one client and the cluster.
+//! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
+//!
+//! Backends: the local one (default) runs Debian's `zookeeper` package or `$ZOOKEEPER_HOME` as
+//! `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
+//! behind the `docker` cargo feature.
+
+mod cluster;
+mod docker;
+mod error;
+mod fourlw;
+mod local;
+mod ports;
+mod proxy;
+mod spawner;
+
+pub use cluster::{ClusterConfig, Mntr, ZkCluster};
+pub use error::HarnessError;
+pub use fourlw::Mode;
+pub use proxy::FaultProxy;
+
+/// The connect string tests should use: `ZK_CONNECT` when set (an external server), else `None`.
+pub fn external_connect_string() -> Option<String> {
+    std::env::var("ZK_CONNECT").ok().filter(|s| !s.trim().is_empty())
+}

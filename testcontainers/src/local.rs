@@ -1,0 +1,104 @@
+//! The local backend: ZooKeeper's server jar run as a plain `java` process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::{spawner, HarnessError};
+
+/// Where Debian's `zookeeper` package puts the server jar.
+const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// Debian's slf4j binding that sends the server's log to stderr (our per-node log file).
+const DEBIAN_SLF4J: &str = "/usr/share/java/slf4j-simple.jar";
+
+/// What to tell a person when no local ZooKeeper is found.
+pub(crate) const INSTALL_HINT: &str = "install one of:\n  \
+    * Debian/Ubuntu: sudo apt-get install -y zookeeper   (then /usr/share/java/zookeeper.jar exists)\n  \
+    * any OS: unpack an Apache ZooKeeper 3.8+ release and set ZOOKEEPER_HOME to its directory\n  \
+    * with Docker running: build with --features zk-testcluster/docker and set ZK_TEST_BACKEND=docker\n\
+    Java 11+ must be on PATH for the local backend.";
+
+/// The Java class path of a local ZooKeeper installation.
+#[derive(Clone, Debug)]
+pub(crate) struct LocalInstall {
+    classpath: String,
+}
+
+impl LocalInstall {
+    /// Finds ZooKeeper: `$ZOOKEEPER_HOME` first (an Apache release: `lib/*.jar`), then Debian's
+    /// package.
+    pub(crate) fn find() -> Result<LocalInstall, HarnessError> {
+        if let Some(home) = std::env::var_os("ZOOKEEPER_HOME") {
+            let home = PathBuf::from(home);
+            let lib = home.join("lib");
+            if has_jar(&lib) {
+                return Ok(LocalInstall { classpath: format!("{}/*", lib.display()) });
+            }
+            return Err(HarnessError::NoBackend(format!(
+                "ZOOKEEPER_HOME={} has no lib/*.jar; {INSTALL_HINT}",
+                home.display()
+            )));
+        }
+        if Path::new(DEBIAN_JAR).exists() {
+            let mut classpath = DEBIAN_JAR.to_string();
+            if Path::new(DEBIAN_SLF4J).exists() {
+                classpath.push(':');
+                classpath.push_str(DEBIAN_SLF4J);
+            }
+            return Ok(LocalInstall { classpath });
+        }
+        Err(HarnessError::NoBackend(format!(
+            "no ZooKeeper jar at {DEBIAN_JAR} and ZOOKEEPER_HOME is unset; {INSTALL_HINT}"
+        )))
+    }
+
+    /// Starts one server with the given configuration file, logging to `log`.
+    pub(crate) fn spawn(&self, cfg: &Path, log: &Path, heap_mb: u32) -> Result<Child, HarnessError> {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(HarnessError::io(format!("opening {}", log.display())))?;
+        let err = out.try_clone().map_err(HarnessError::io("duplicating the log handle"))?;
+        let level = std::env::var("ZK_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into());
+        let mut cmd = Command::new("java");
+        cmd.arg(format!("-Xmx{heap_mb}m"))
+            .arg("-XX:+UseSerialGC")
+            .arg(format!("-Dorg.slf4j.simpleLogger.defaultLogLevel={level}"))
+            .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
+            .arg("-Dzookeeper.admin.enableServer=false")
+            .arg("-cp")
+            .arg(&self.classpath)
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(cfg)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        spawner::spawn(cmd).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                HarnessError::NoBackend(format!("`java` is not on PATH; {INSTALL_HINT}"))
+            } else {
+                HarnessError::Io { context: "spawning java".into(), source: e }
+            }
+        })
+    }
+}
+
+fn has_jar(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().any(|e| e.path().extension().is_some_and(|x| x == "jar")))
+        .unwrap_or(false)
+}
+
+/// Sends `signal` to `pid`.
+pub(crate) fn signal(pid: u32, signal: libc::c_int) -> Result<(), HarnessError> {
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(HarnessError::Io {
+            context: format!("kill({pid}, {signal})"),
+            source: std::io::Error::last_os_error(),
+        })
+    }
+}

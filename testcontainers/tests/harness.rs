@@ -1,0 +1,195 @@
+//! The harness's own tests, against real ZooKeeper servers.
+
+use std::time::Duration;
+
+use zk_testcluster::{Mode, ZkCluster};
+use zookeeper_client::{Acls, Client, CreateMode, SessionState};
+
+/// A guard against hangs, not a speed assertion: every awaited event has a generous bound.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+async fn connect(connect: &str, session_timeout: Duration) -> Client {
+    within("connect", Client::connector().with_session_timeout(session_timeout).connect(connect))
+        .await
+        .expect("connect")
+}
+
+async fn wait_state(client: &Client, want: SessionState) {
+    let mut watcher = client.state_watcher();
+    within(&format!("{want:?}"), async {
+        let mut state = watcher.state();
+        while state != want {
+            state = watcher.changed().await;
+        }
+    })
+    .await
+}
+
+fn alive(pid: u32) -> bool {
+    // A reaped process has no /proc entry; a zombie would show state Z.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_serves_counts_and_dies_with_its_handle() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    assert_eq!(cluster.mode(0).await, Some(Mode::Standalone));
+    assert!(!cluster.connect_string().contains(":2181"), "fixed port in {}", cluster.connect_string());
+
+    let client = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    let before = cluster.mntr(0).await.expect("mntr");
+    client
+        .create("/harness", b"x", &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+        .await
+        .expect("create");
+    let after = cluster.mntr(0).await.expect("mntr");
+    assert!(after.packets_received() > before.packets_received(), "{before:?} -> {after:?}");
+    assert_eq!(after.znode_count(), before.znode_count() + 1);
+
+    let pid = cluster.pid(0).expect("pid");
+    let dir = cluster.dir().expect("dir").to_path_buf();
+    assert!(alive(pid));
+    drop(client);
+    drop(cluster);
+    assert!(!alive(pid), "server {pid} survived its cluster handle");
+    assert!(!dir.exists(), "{} was not removed", dir.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chroot_connect_string_roots_the_client() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let root = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    root.create("/app", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+        .await
+        .expect("create /app");
+    let rooted = connect(&cluster.connect_string_chroot("/app"), Duration::from_secs(5)).await;
+    rooted
+        .create("/inside", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+        .await
+        .expect("create");
+    assert!(root.check_stat("/app/inside").await.expect("stat").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensemble_survives_killing_its_leader_and_node_rejoins() {
+    let mut cluster = ZkCluster::ensemble(3).await.expect("ensemble");
+    let leader = cluster.leader().await.expect("leader");
+    let mut modes = Vec::new();
+    for i in 0..3 {
+        modes.push(cluster.mode(i).await);
+    }
+    assert_eq!(modes.iter().filter(|m| **m == Some(Mode::Leader)).count(), 1, "{modes:?}");
+    assert_eq!(modes.iter().filter(|m| **m == Some(Mode::Follower)).count(), 2, "{modes:?}");
+
+    let client = connect(&cluster.connect_string(), Duration::from_secs(6)).await;
+    let opts = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    client.create("/before", b"1", &opts).await.expect("create before");
+
+    cluster.kill(leader).await.expect("kill leader");
+    let new_leader = within("a new leader", cluster.wait_for_leader()).await.expect("new leader");
+    assert_ne!(new_leader, leader);
+    // The client's session survives the failover and writes again.
+    within("write after failover", async {
+        loop {
+            match client.create("/after", b"2", &opts).await {
+                Ok(_) => break,
+                Err(zookeeper_client::Error::ConnectionLoss) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await
+                }
+                Err(e) => panic!("write after failover: {e}"),
+            }
+        }
+    })
+    .await;
+    assert_ne!(client.state(), SessionState::Expired);
+
+    cluster.restart(leader).await.expect("restart old leader");
+    assert_eq!(cluster.mode(leader).await, Some(Mode::Follower));
+    let (data, _) = client.get_data("/before").await.expect("data survived");
+    assert_eq!(data, b"1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_restarts_with_its_data() {
+    let mut cluster = ZkCluster::standalone().await.expect("standalone");
+    let old_pid = cluster.pid(0).expect("pid");
+    {
+        let client = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+        client
+            .create("/kept", b"v", &CreateMode::Persistent.with_acls(Acls::anyone_all()))
+            .await
+            .expect("create");
+    }
+    cluster.restart(0).await.expect("restart");
+    assert!(!alive(old_pid));
+    assert_ne!(cluster.pid(0), Some(old_pid));
+    let client = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    assert_eq!(client.get_data("/kept").await.expect("get").0, b"v");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freeze_silences_a_node_and_thaw_revives_it() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    cluster.freeze(0).expect("freeze");
+    assert_eq!(cluster.mode(0).await, None, "a frozen server answered srvr");
+    cluster.thaw(0).expect("thaw");
+    assert_eq!(cluster.mode(0).await, Some(Mode::Standalone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_cut_disconnects_then_the_session_reconnects() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let proxy = cluster.proxy().expect("proxy");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(4)).await;
+    client.create("/p", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.expect("create");
+    assert_eq!(proxy.connections(), 1);
+
+    let mut states = client.state_watcher();
+    proxy.cut();
+    assert_eq!(within("Disconnected", states.changed()).await, SessionState::Disconnected);
+    assert_eq!(within("SyncConnected", states.changed()).await, SessionState::SyncConnected);
+    // Same session, still usable.
+    assert!(client.check_stat("/p").await.expect("stat").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_blackhole_past_the_session_timeout_expires_the_session() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let proxy = cluster.proxy().expect("proxy");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(1)).await;
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    client.create("/eph", b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all())).await.expect("create");
+
+    proxy.blackhole();
+    // The server expires the session (the ephemeral node goes) and, once healed, the client
+    // learns it; this is how tests produce session expiry without touching the server.
+    within("ephemeral removal", async {
+        while observer.check_stat("/eph").await.expect("stat").is_some() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    proxy.heal();
+    wait_state(&client, SessionState::Expired).await;
+    assert_eq!(client.check_stat("/eph").await, Err(zookeeper_client::Error::SessionExpired));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_latency_delays_but_delivers() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let proxy = cluster.proxy().expect("proxy");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(5)).await;
+    proxy.set_latency(Duration::from_millis(150));
+    let started = std::time::Instant::now();
+    client.create("/slow", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.expect("create");
+    // A request and its reply each cross the proxy once: the latency is real, not asserted as a
+    // speed but as a lower bound the proxy must impose.
+    assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
+    proxy.set_latency(Duration::ZERO);
+}

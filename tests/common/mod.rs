@@ -1,0 +1,127 @@
+//! Helpers shared by the integration tests. Every test talks to real ZooKeeper started by
+//! `zk-testcluster`.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, SessionState};
+use zk_testcluster::ZkCluster;
+
+/// A guard against hangs, not a speed assertion: every awaited event gets this much.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+pub async fn standalone() -> ZkCluster {
+    init_tracing();
+    ZkCluster::standalone().await.expect("start ZooKeeper")
+}
+
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+pub async fn client(connect: &str) -> Client {
+    client_with_timeout(connect, Duration::from_secs(20)).await
+}
+
+pub async fn client_with_timeout(connect: &str, session_timeout: Duration) -> Client {
+    within("connect", zk_recipes::connect(connect, session_timeout)).await.expect("connect")
+}
+
+pub async fn wait_state(client: &Client, want: SessionState) {
+    let mut watcher = client.state_watcher();
+    within(&format!("session state {want:?}"), async {
+        let mut state = watcher.state();
+        while state != want {
+            state = watcher.changed().await;
+        }
+    })
+    .await
+}
+
+/// Polls `cond` until it holds. For conditions on *another* party's state that has no event we
+/// can subscribe to (a node count on the server, say); never a stand-in for an event of ours.
+pub async fn eventually<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    within(what, async {
+        while !cond().await {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// The children of `path` (empty if it does not exist).
+pub async fn children(client: &Client, path: &str) -> Vec<String> {
+    match client.list_children(path).await {
+        Ok(c) => c,
+        Err(zk_recipes::zookeeper_client::Error::NoNode) => Vec::new(),
+        Err(e) => panic!("list {path}: {e}"),
+    }
+}
+
+pub async fn create_persistent(client: &Client, path: &str, data: &[u8]) {
+    client.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.expect("mkdir");
+    client.set_data(path, data, None).await.expect("set");
+}
+
+/// Detects two holders at once inside one process.
+#[derive(Default, Debug)]
+pub struct Overlap {
+    holders: AtomicUsize,
+    violations: AtomicUsize,
+    entries: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Overlap {
+    pub fn enter(&self) {
+        let now = self.holders.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+        self.entries.fetch_add(1, Ordering::SeqCst);
+        if now > 1 {
+            self.violations.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    pub fn exit(&self) {
+        self.holders.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub fn violations(&self) -> usize {
+        self.violations.load(Ordering::SeqCst)
+    }
+
+    pub fn entries(&self) -> usize {
+        self.entries.load(Ordering::SeqCst)
+    }
+
+    pub fn max_concurrent(&self) -> usize {
+        self.max.load(Ordering::SeqCst)
+    }
+}
+
+/// Read-modify-write of a counter node, deliberately unprotected by anything but the lock, with
+/// a yield in between to widen the window for lost updates.
+pub async fn bump_counter(client: &Client, path: &str) {
+    let (data, _) = client.get_data(path).await.expect("read counter");
+    let n: u64 = String::from_utf8(data).expect("utf8").parse().expect("number");
+    tokio::task::yield_now().await;
+    client.set_data(path, (n + 1).to_string().as_bytes(), None).await.expect("write counter");
+}
+
+pub async fn read_counter(client: &Client, path: &str) -> u64 {
+    let (data, _) = client.get_data(path).await.expect("read counter");
+    String::from_utf8(data).expect("utf8").parse().expect("number")
+}

@@ -1,0 +1,256 @@
+//! InterProcessMutex: exclusion, fairness, reentrancy, try/timeout, inspection, bad input.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use zk_recipes::{Error, InterProcessMutex, LockOptions, LockStatus, PathError};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eight_sessions_never_overlap_and_the_counter_is_exact() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    create_persistent(&admin, "/counter", b"0").await;
+    const CONTENDERS: usize = 8;
+    const ROUNDS: usize = 25;
+    let overlap = Arc::new(Overlap::default());
+    let mut tasks = Vec::new();
+    for i in 0..CONTENDERS {
+        let connect = zk.connect_string();
+        let overlap = overlap.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = client(&connect).await;
+            let mutex = InterProcessMutex::with_options(
+                c.clone(),
+                "/locks/exclusion",
+                LockOptions::new().participant_id(format!("c{i}")),
+            )
+            .unwrap();
+            for _ in 0..ROUNDS {
+                let guard = mutex.acquire().await.expect("acquire");
+                overlap.enter();
+                bump_counter(&c, "/counter").await;
+                overlap.exit();
+                guard.release().await.expect("release");
+            }
+        }));
+    }
+    for t in tasks {
+        within("contender", t).await.expect("contender task");
+    }
+    assert_eq!(overlap.violations(), 0, "two holders at once");
+    assert_eq!(overlap.entries(), CONTENDERS * ROUNDS);
+    assert_eq!(read_counter(&admin, "/counter").await, (CONTENDERS * ROUNDS) as u64);
+    assert!(children(&admin, "/locks/exclusion").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn grants_follow_creation_order() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let holder = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/fifo").unwrap();
+    let first = holder.acquire().await.unwrap();
+
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut waiters = Vec::new();
+    for i in 0..6 {
+        let m = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/fifo").unwrap();
+        let tx = tx.clone();
+        waiters.push(tokio::spawn(async move {
+            let g = m.acquire().await.expect("acquire");
+            let seq: i64 = g.node_path().rsplit("lock-").next().unwrap().parse().unwrap();
+            tx.send((i, seq)).unwrap();
+            g.release().await.unwrap();
+        }));
+        // Join one at a time: wait until this waiter's node is in the queue.
+        eventually("waiter queued", || async { children(&admin, "/locks/fifo").await.len() == i + 2 }).await;
+    }
+    first.release().await.unwrap();
+    let mut order = Vec::new();
+    for _ in 0..6 {
+        order.push(within("grant", rx.recv()).await.unwrap());
+    }
+    let by_join: Vec<usize> = order.iter().map(|(i, _)| *i).collect();
+    assert_eq!(by_join, (0..6).collect::<Vec<_>>(), "grants out of join order");
+    let seqs: Vec<i64> = order.iter().map(|(_, s)| *s).collect();
+    let mut sorted = seqs.clone();
+    sorted.sort();
+    assert_eq!(seqs, sorted, "grants out of sequence order");
+    for w in waiters {
+        w.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reentrant_holds_count_and_the_last_release_frees() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let c = client(&zk.connect_string()).await;
+    let mutex = InterProcessMutex::new(c, "/locks/reentrant").unwrap();
+    let other = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/reentrant").unwrap();
+
+    let outer = mutex.acquire().await.unwrap();
+    let creates = mutex.stats().creates;
+    let inner = mutex.clone().acquire().await.unwrap();
+    assert_eq!(mutex.stats().creates, creates, "re-entry went to ZooKeeper");
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    assert_eq!(children(&admin, "/locks/reentrant").await.len(), 1);
+
+    inner.release().await.unwrap();
+    assert!(mutex.is_held_by_this_handle());
+    assert!(other.try_acquire().await.unwrap().is_none(), "another handle got a lock still held");
+
+    let outer_token = outer.fencing_token();
+    outer.release().await.unwrap();
+    assert!(!mutex.is_held_by_this_handle());
+    let g = other.try_acquire().await.unwrap().expect("free after the last release");
+    assert!(g.fencing_token() > outer_token);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn try_and_timeout_leave_no_node() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let holder = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/busy").unwrap();
+    let other = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/busy").unwrap();
+    let g = holder.acquire().await.unwrap();
+
+    assert!(other.try_acquire().await.unwrap().is_none());
+    assert_eq!(
+        children(&admin, "/locks/busy").await,
+        vec![g.node_path().rsplit('/').next().unwrap().to_string()]
+    );
+
+    assert!(other.acquire_timeout(Duration::from_millis(300)).await.unwrap().is_none());
+    assert_eq!(children(&admin, "/locks/busy").await.len(), 1, "timeout left a node");
+
+    g.release().await.unwrap();
+    let got = other.acquire_timeout(Duration::from_secs(10)).await.unwrap();
+    assert!(got.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn participants_list_the_queue_in_order() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let a_client = client(&zk.connect_string()).await;
+    let a = InterProcessMutex::with_options(
+        a_client.clone(),
+        "/locks/who",
+        LockOptions::new().participant_id("alpha"),
+    )
+    .unwrap();
+    let b = InterProcessMutex::with_options(
+        client(&zk.connect_string()).await,
+        "/locks/who",
+        LockOptions::new().participant_id("beta"),
+    )
+    .unwrap();
+    let ga = a.acquire().await.unwrap();
+    let waiting = tokio::spawn(async move { b.acquire().await.map(|g| g.fencing_token()) });
+    eventually("beta queued", || async { children(&admin, "/locks/who").await.len() == 2 }).await;
+
+    let list = a.participants().await.unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!((list[0].id.as_str(), list[0].is_holder, list[0].position), ("alpha", true, 0));
+    assert_eq!((list[1].id.as_str(), list[1].is_holder, list[1].position), ("beta", false, 1));
+    assert_eq!(list[0].session, a_client.session_id().0);
+    assert_eq!(list[0].czxid as u64, ga.fencing_token());
+    assert_ne!(list[1].session, list[0].session);
+    ga.release().await.unwrap();
+    within("beta", waiting).await.unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_releases_from_another_task_and_by_drop() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let mutex = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/anywhere").unwrap();
+    let g = mutex.acquire().await.unwrap();
+    // Released from a different task (and thread): no affinity.
+    tokio::spawn(async move { g.release().await }).await.unwrap().unwrap();
+    assert!(children(&admin, "/locks/anywhere").await.is_empty());
+
+    let g = mutex.acquire().await.unwrap();
+    std::thread::spawn(move || drop(g)).join().unwrap();
+    mutex.settled().await;
+    assert!(children(&admin, "/locks/anywhere").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_writes_commit_only_while_held() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    create_persistent(&admin, "/stock", b"10").await;
+    let mutex = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/stock").unwrap();
+    let g = mutex.acquire().await.unwrap();
+
+    let mut w = g.fenced_writer().unwrap();
+    w.add_set_data("/stock", b"9", None).unwrap();
+    w.commit().await.expect("fenced write while held");
+    assert_eq!(admin.get_data("/stock").await.unwrap().0, b"9");
+
+    // An administrator deletes our node: the lock is lost, and a fenced write is refused.
+    admin.delete(g.node_path(), None).await.unwrap();
+    let mut status = g.status();
+    within("Lost", status.wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
+    let mut w = g.fenced_writer().unwrap();
+    w.add_set_data("/stock", b"8", None).unwrap();
+    assert!(matches!(w.commit().await, Err(Error::LockLost { .. })));
+    assert_eq!(admin.get_data("/stock").await.unwrap().0, b"9", "a lost holder wrote");
+    assert!(matches!(g.release().await, Err(Error::LockLost { .. })));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_paths_get_typed_errors_and_nothing_is_sent() {
+    let zk = standalone().await;
+    let c = client(&zk.connect_string()).await;
+    let cases = [
+        ("locks/x", PathError::NotAbsolute),
+        ("/locks/x/", PathError::TrailingSlash),
+        ("/locks//x", PathError::EmptySegment),
+        ("/locks/./x", PathError::RelativeSegment),
+        ("/locks/../x", PathError::RelativeSegment),
+        ("/lo\0cks", PathError::Nul),
+        ("", PathError::Empty),
+        ("/", PathError::Root),
+    ];
+    for (path, want) in cases {
+        match InterProcessMutex::new(c.clone(), path) {
+            Err(Error::InvalidPath { reason, .. }) => assert_eq!(reason, want, "{path:?}"),
+            other => panic!("{path:?}: {other:?}"),
+        }
+    }
+    let long = format!("/{}", "x".repeat(5000));
+    assert!(matches!(
+        InterProcessMutex::new(c.clone(), &long),
+        Err(Error::InvalidPath { reason: PathError::TooLong { .. }, .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_is_an_error_not_a_hang() {
+    init_tracing();
+    // A port we bound and closed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let connect = format!("127.0.0.1:{port}");
+    let result = within("connect to nowhere", zk_recipes::connect(&connect, Duration::from_secs(1))).await;
+    assert!(matches!(result, Err(Error::Connect { .. })), "{result:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_children_are_ignored() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    create_persistent(&admin, "/locks/mixed", b"").await;
+    for foreign in ["config", "lock-", "readme-lock-12", "_c_x-latch-0000000001"] {
+        create_persistent(&admin, &format!("/locks/mixed/{foreign}"), b"").await;
+    }
+    let mutex = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/mixed").unwrap();
+    let g = within("acquire beside foreign nodes", mutex.acquire()).await.unwrap();
+    assert_eq!(mutex.participants().await.unwrap().len(), 1);
+    g.release().await.unwrap();
+    assert_eq!(children(&admin, "/locks/mixed").await.len(), 4, "foreign nodes must be left alone");
+}
