@@ -84,9 +84,11 @@ impl Node {
 /// dropping thread is panicking, or `ZK_TEST_KEEP_LOGS=always` to keep it in every case.
 pub struct ZkCluster {
     config: ClusterConfig,
-    install: LocalInstall,
+    install: Option<LocalInstall>,
     dir: Option<tempfile::TempDir>,
     nodes: Vec<Node>,
+    #[cfg(feature = "docker")]
+    docker: Option<crate::docker::DockerNode>,
 }
 
 impl std::fmt::Debug for ZkCluster {
@@ -135,7 +137,7 @@ impl ZkCluster {
     pub async fn start(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
         let choice = backend_choice()?;
         let install = match (choice, LocalInstall::find()) {
-            ("docker", _) | ("auto", Err(_)) => return Err(crate::docker::unavailable()),
+            ("docker", _) | ("auto", Err(_)) => return Self::start_docker(config).await,
             (_, found) => found?,
         };
         let mut last_err = None;
@@ -150,6 +152,30 @@ impl ZkCluster {
             }
         }
         Err(last_err.unwrap_or(HarnessError::NoLeader))
+    }
+
+    #[cfg(not(feature = "docker"))]
+    async fn start_docker(_config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
+        Err(crate::docker::unavailable())
+    }
+
+    #[cfg(feature = "docker")]
+    async fn start_docker(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
+        let node = crate::docker::start(&config).await?;
+        let dir = tempfile::Builder::new()
+            .prefix("zk-testcluster-")
+            .tempdir()
+            .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
+        let nodes = vec![Node {
+            client_port: node.port,
+            quorum_port: 0,
+            election_port: 0,
+            dir: dir.path().join("node1"),
+            child: None,
+        }];
+        let mut cluster = ZkCluster { config, install: None, dir: Some(dir), nodes, docker: Some(node) };
+        cluster.wait_ready(0).await?;
+        Ok(cluster)
     }
 
     fn prepare(config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
@@ -168,7 +194,14 @@ impl ZkCluster {
                 child: None,
             })
             .collect::<Vec<_>>();
-        let cluster = ZkCluster { config, install, dir: Some(dir), nodes };
+        let cluster = ZkCluster {
+            config,
+            install: Some(install),
+            dir: Some(dir),
+            nodes,
+            #[cfg(feature = "docker")]
+            docker: None,
+        };
         for (i, node) in cluster.nodes.iter().enumerate() {
             let data = node.dir.join("data");
             std::fs::create_dir_all(&data)
@@ -227,7 +260,8 @@ impl ZkCluster {
 
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let node = &self.nodes[i];
-        let child = self.install.spawn(&node.cfg_path(), &node.log_path(), self.config.heap_mb)?;
+        let install = self.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
+        let child = install.spawn(&node.cfg_path(), &node.log_path(), self.config.heap_mb)?;
         tracing::debug!(node = i, pid = child.id(), port = node.client_port, "started ZooKeeper");
         self.nodes[i].child = Some(child);
         Ok(())
@@ -245,7 +279,7 @@ impl ZkCluster {
             let node = &mut self.nodes[i];
             let exited = match node.child.as_mut() {
                 Some(child) => child.try_wait().map_err(HarnessError::io("polling a server"))?.is_some(),
-                None => true,
+                None => self.install.is_some(),
             };
             if exited || started.elapsed() > self.config.ready_timeout {
                 return Err(HarnessError::NotReady {
@@ -256,6 +290,14 @@ impl ZkCluster {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    fn is_running(&self, i: usize) -> bool {
+        #[cfg(feature = "docker")]
+        if self.docker.is_some() {
+            return true;
+        }
+        self.nodes[i].child.is_some()
     }
 
     fn node(&self, i: usize) -> Result<&Node, HarnessError> {
@@ -339,6 +381,11 @@ impl ZkCluster {
     }
 
     async fn end(&mut self, i: usize, sig: libc::c_int, grace: Duration) -> Result<(), HarnessError> {
+        #[cfg(feature = "docker")]
+        if let Some(docker) = &self.docker {
+            self.node(i)?;
+            return if sig == libc::SIGKILL { docker.docker("kill") } else { docker.stop().await };
+        }
         let node = self.nodes.get_mut(i).ok_or(HarnessError::NoSuchNode(i))?;
         let Some(mut child) = node.child.take() else { return Ok(()) };
         let pid = child.id();
@@ -375,6 +422,11 @@ impl ZkCluster {
     /// # Errors
     /// As [`ZkCluster::stop`].
     pub fn freeze(&self, i: usize) -> Result<(), HarnessError> {
+        #[cfg(feature = "docker")]
+        if let Some(docker) = &self.docker {
+            self.node(i)?;
+            return docker.docker("pause");
+        }
         local::signal(self.pid_of(i)?, libc::SIGSTOP)
     }
 
@@ -383,6 +435,11 @@ impl ZkCluster {
     /// # Errors
     /// As [`ZkCluster::stop`].
     pub fn thaw(&self, i: usize) -> Result<(), HarnessError> {
+        #[cfg(feature = "docker")]
+        if let Some(docker) = &self.docker {
+            self.node(i)?;
+            return docker.docker("unpause");
+        }
         local::signal(self.pid_of(i)?, libc::SIGCONT)
     }
 
@@ -398,9 +455,7 @@ impl ZkCluster {
     /// [`HarnessError::NoLeader`] when no node reports `leader` or `standalone`.
     pub async fn leader(&self) -> Result<usize, HarnessError> {
         for i in 0..self.nodes.len() {
-            if self.nodes[i].child.is_some()
-                && matches!(self.mode(i).await, Some(Mode::Leader | Mode::Standalone))
-            {
+            if self.is_running(i) && matches!(self.mode(i).await, Some(Mode::Leader | Mode::Standalone)) {
                 return Ok(i);
             }
         }

@@ -1,4 +1,10 @@
-//! The Docker backend's entry point. Without the `docker` feature it only explains how to get it.
+//! The Docker backend (cargo feature `docker`): a standalone ZooKeeper container started through
+//! the `testcontainers` crate. Without the feature, only the explanation of how to get it.
+//!
+//! It runs `bitnamilegacy/zookeeper` (the `bitnami/zookeeper` images moved there). Lifecycle goes
+//! through `testcontainers` (the container is removed when the cluster drops); freeze, thaw and
+//! kill go through the `docker` CLI (`pause`, `unpause`, `kill`), which `testcontainers` lacks.
+//! Ensembles and `restart` (the host port would change) are not offered.
 
 use crate::local::INSTALL_HINT;
 use crate::HarnessError;
@@ -10,4 +16,83 @@ pub(crate) fn unavailable() -> HarnessError {
         "the Docker backend is not compiled in (cargo feature `zk-testcluster/docker`) and no local \
          ZooKeeper was found; {INSTALL_HINT}"
     ))
+}
+
+#[cfg(feature = "docker")]
+pub(crate) use with_docker::DockerNode;
+
+#[cfg(feature = "docker")]
+mod with_docker {
+    use std::process::Command;
+
+    use testcontainers_modules::testcontainers::runners::AsyncRunner;
+    use testcontainers_modules::testcontainers::{ContainerAsync, ImageExt};
+    use testcontainers_modules::zookeeper::Zookeeper;
+
+    use super::INSTALL_HINT;
+    use crate::{ClusterConfig, HarnessError};
+
+    /// The client port inside the image; the host side is a free port Docker picks.
+    const CONTAINER_CLIENT_PORT: u16 = 2181;
+
+    /// One ZooKeeper container.
+    pub(crate) struct DockerNode {
+        container: ContainerAsync<Zookeeper>,
+        pub port: u16,
+    }
+
+    impl DockerNode {
+        pub(crate) async fn start(config: &ClusterConfig) -> Result<DockerNode, HarnessError> {
+            if config.nodes > 1 {
+                return Err(HarnessError::Unsupported("an ensemble", "docker"));
+            }
+            let tick = config.tick_time.as_millis().max(1);
+            let container = Zookeeper::default()
+                .with_name("bitnamilegacy/zookeeper")
+                .with_env_var("ZOO_TICK_TIME", tick.to_string())
+                .with_env_var("ZOO_MAX_SESSION_TIMEOUT", config.max_session_timeout.as_millis().to_string())
+                .with_env_var("ZOO_MAX_CNXNS", config.max_client_cnxns.to_string())
+                .with_env_var("ZOO_4LW_COMMANDS_WHITELIST", "*")
+                .start()
+                .await
+                .map_err(|e| {
+                    HarnessError::NoBackend(format!(
+                        "Docker backend: {e}; is a Docker daemon running? Else {INSTALL_HINT}"
+                    ))
+                })?;
+            let port = container.get_host_port_ipv4(CONTAINER_CLIENT_PORT).await.map_err(|e| {
+                HarnessError::NoBackend(format!("Docker backend: no mapped client port: {e}"))
+            })?;
+            Ok(DockerNode { container, port })
+        }
+
+        /// `docker pause|unpause|kill <id>`.
+        pub(crate) fn docker(&self, verb: &'static str) -> Result<(), HarnessError> {
+            let status = Command::new("docker")
+                .args([verb, self.container.id()])
+                .status()
+                .map_err(HarnessError::io(format!("docker {verb}")))?;
+            if status.success() {
+                Ok(())
+            } else {
+                Err(HarnessError::Io {
+                    context: format!("docker {verb} {}", self.container.id()),
+                    source: std::io::Error::other(format!("exit status {status}")),
+                })
+            }
+        }
+
+        pub(crate) async fn stop(&self) -> Result<(), HarnessError> {
+            self.container.stop().await.map_err(|e| HarnessError::Io {
+                context: "docker stop".into(),
+                source: std::io::Error::other(e.to_string()),
+            })
+        }
+    }
+}
+
+/// Starts the Docker backend, or explains why it can't run.
+#[cfg(feature = "docker")]
+pub(crate) async fn start(config: &crate::ClusterConfig) -> Result<DockerNode, HarnessError> {
+    DockerNode::start(config).await
 }
