@@ -106,6 +106,20 @@ pub enum Error {
         path: String,
     },
 
+    /// The recipe was closed (or stopped after its session ended) before the awaited event.
+    #[error("the recipe on {path} is closed")]
+    Closed {
+        /// The recipe's path.
+        path: String,
+    },
+
+    /// The recipe was started twice.
+    #[error("the recipe on {path} is already started")]
+    AlreadyStarted {
+        /// The recipe's path.
+        path: String,
+    },
+
     /// The operation gave up after its deadline. Nothing of ours was left behind.
     #[error("timed out after {0:?}")]
     Timeout(Duration),

@@ -1,0 +1,238 @@
+//! [`LeaderLatch`]: the first in sequence order leads, as Curator's `LeaderLatch`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{oneshot, watch};
+use zookeeper_client::{Client, SessionState};
+
+use super::lifecycle::Lifecycle;
+use super::Leadership;
+use crate::error::{Error, Result};
+use crate::hold::Hold;
+use crate::naming::NameScheme;
+use crate::participants::{self, Participant};
+use crate::path::LockPath;
+use crate::queue::{FirstN, Queue};
+use crate::status::{LockStatus, LossPolicy};
+
+/// Curator's latch marker: nodes are `_c_<uuid>-latch-<seq>`, data the participant id in UTF-8.
+const LATCH_MARKER: &str = "latch-";
+const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
+
+/// Leader election where the participant whose node is first in sequence order leads,
+/// interoperable with Curator's `LeaderLatch` on the same path.
+///
+/// * Leadership is lost the moment our node is deleted or the session expires (and, under the
+///   default [`LossPolicy`], while the connection is suspended). It is never kept after our
+///   node is gone (CURATOR-171).
+/// * The latch only ever deletes the node it created itself, so a stale event can't remove the
+///   real leader's node (CURATOR-498).
+/// * If someone deletes our node, the latch rejoins the queue at the back, as Curator's `reset()`.
+///   After a suspension that the session survives, it resumes leadership if its node is still
+///   first, with the same fencing token, instead of rejoining.
+/// * After session expiry the latch stops (the client can't be used again): build a new client
+///   and a new latch.
+///
+/// ```no_run
+/// # async fn demo(client: zookeeper_client::Client) -> zk_recipes::Result<()> {
+/// use zk_recipes::{LeaderLatch, Leadership};
+/// let latch = LeaderLatch::new(client, "/election/jobs", "worker-1")?;
+/// latch.start()?;
+/// let token = latch.await_leadership().await?;
+/// let mut changes = latch.leadership();
+/// tokio::select! {
+///     _ = changes.wait_for(|l| *l == Leadership::NotLeader) => { /* stop leading */ }
+///     _ = async { /* lead, passing `token` along */ } => {}
+/// }
+/// latch.close().await;
+/// # Ok(()) }
+/// ```
+pub struct LeaderLatch {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    queue: Queue,
+    id: String,
+    policy: LossPolicy,
+    life: Lifecycle,
+}
+
+impl std::fmt::Debug for LeaderLatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderLatch")
+            .field("path", &self.inner.queue.root)
+            .field("id", &self.inner.id)
+            .field("leadership", &self.inner.life.current())
+            .finish()
+    }
+}
+
+impl LeaderLatch {
+    /// A latch on `path` for participant `id`. Nothing is sent until [`LeaderLatch::start`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path.
+    pub fn new(client: Client, path: &str, id: &str) -> Result<LeaderLatch> {
+        Self::with_policy(client, path, id, LossPolicy::default())
+    }
+
+    /// As [`LeaderLatch::new`], with an explicit [`LossPolicy`] for connection suspension.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path.
+    pub fn with_policy(client: Client, path: &str, id: &str, policy: LossPolicy) -> Result<LeaderLatch> {
+        let root = LockPath::new(path)?;
+        let life = Lifecycle::new(root.as_str());
+        let queue = Queue::new(client, root, LATCH_SCHEME);
+        Ok(LeaderLatch { inner: Arc::new(Inner { queue, id: id.to_string(), policy, life }) })
+    }
+
+    /// Joins the election in a background task.
+    ///
+    /// # Errors
+    /// [`Error::AlreadyStarted`], or [`Error::Closed`] after [`LeaderLatch::close`].
+    pub fn start(&self) -> Result<()> {
+        let inner = self.inner.clone();
+        let span = tracing::info_span!("leader_latch", path = %inner.queue.root, id = %inner.id);
+        self.inner.life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
+    }
+
+    /// Leaves the election: gives up leadership, deletes our node, and waits for that.
+    ///
+    /// # Cancel safety
+    /// If dropped, the latch still closes; its node is deleted in the background.
+    pub async fn close(&self) {
+        self.inner.life.close().await;
+        self.inner.queue.janitor.settled().await;
+    }
+
+    /// Whether we lead now.
+    pub fn has_leadership(&self) -> bool {
+        self.inner.life.current().is_leader()
+    }
+
+    /// Leadership changes, starting with the current state, for `select!` and `wait_for`.
+    pub fn leadership(&self) -> watch::Receiver<Leadership> {
+        self.inner.life.subscribe()
+    }
+
+    /// Waits until we lead; returns the fencing token of the term.
+    ///
+    /// # Errors
+    /// [`Error::Closed`] if the latch is closed first; the election's error (for example
+    /// [`Error::SessionExpired`]) if it stopped.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn await_leadership(&self) -> Result<u64> {
+        self.inner.life.await_leadership().await
+    }
+
+    /// As [`LeaderLatch::await_leadership`], but `Ok(None)` after `timeout`.
+    ///
+    /// # Errors
+    /// As [`LeaderLatch::await_leadership`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<u64>> {
+        self.inner.life.await_leadership_timeout(timeout).await
+    }
+
+    /// The current leader (the first participant), if any.
+    ///
+    /// # Errors
+    /// [`Error::SessionExpired`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().next())
+    }
+
+    /// Every participant in sequence order; the first leads.
+    ///
+    /// # Errors
+    /// As [`LeaderLatch::leader`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        participants::list(&self.inner.queue, &FirstN(1)).await
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// Resolves once every background cleanup of this latch has finished.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    pub async fn settled(&self) {
+        self.inner.queue.janitor.settled().await
+    }
+}
+
+impl Drop for LeaderLatch {
+    fn drop(&mut self) {
+        self.inner.life.close_in_background();
+    }
+}
+
+fn session_over(client: &Client) -> bool {
+    matches!(client.state(), SessionState::Expired | SessionState::Closed | SessionState::AuthFailed)
+}
+
+/// The election: join, wait to be first, lead while the hold lasts; rejoin if our node was
+/// deleted; stop when closed or when the session is over.
+async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()> {
+    loop {
+        let turn = async {
+            let (mut entry, children) = inner.queue.join(LATCH_MARKER, inner.id.as_bytes()).await?;
+            inner.queue.wait_turn(&mut entry, &FirstN(1), children).await?;
+            Ok::<_, Error>(entry)
+        };
+        let entry = tokio::select! {
+            // Dropping `turn` deletes our node (or a create in flight) in the background.
+            _ = &mut closing => return Ok(()),
+            entry = turn => entry,
+        };
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(Error::NodeDeleted { .. }) if !session_over(&inner.queue.client) => continue,
+            Err(e) => return Err(e),
+        };
+        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor);
+        let token = hold.fencing_token();
+        let mut status = hold.status();
+        loop {
+            let now = *status.borrow_and_update();
+            inner.life.set(if inner.policy.is_lost(now) {
+                Leadership::NotLeader
+            } else {
+                Leadership::Leader { fencing_token: token }
+            });
+            if now == LockStatus::Lost {
+                break;
+            }
+            tokio::select! {
+                _ = &mut closing => {
+                    inner.life.set(Leadership::NotLeader);
+                    let _ = hold.delete_node().await;
+                    return Ok(());
+                }
+                _ = status.changed() => {}
+            }
+        }
+        // Lost: stop the monitor (the node is gone or goes with the session).
+        let _ = hold.delete_node().await;
+        if session_over(&inner.queue.client) {
+            return Err(Error::SessionExpired);
+        }
+        tracing::info!("our latch node was deleted; rejoining the election");
+    }
+}
