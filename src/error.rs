@@ -120,6 +120,38 @@ pub enum Error {
         path: String,
     },
 
+    /// A handle holding only the read lock asked for the write lock. Curator deadlocks here; we
+    /// refuse. Release the read lock first, or take the write lock first and then the read
+    /// lock (a downgrade).
+    #[error("upgrading a read lock to a write lock on {path} is refused (it would deadlock)")]
+    UpgradeRefused {
+        /// The lock path.
+        path: String,
+    },
+
+    /// A semaphore was asked for a lease count it can never grant (0, or above its maximum).
+    #[error("cannot take {requested} leases of a semaphore with {max} on {path}")]
+    BadLeaseCount {
+        /// The semaphore path.
+        path: String,
+        /// Leases asked for.
+        requested: u32,
+        /// The semaphore's maximum.
+        max: u32,
+    },
+
+    /// The semaphore's configured maximum differs from the one stored at its path by the
+    /// participants already using it.
+    #[error("semaphore {path} is configured with {configured} leases but {stored:?} is stored there")]
+    LeaseMaxMismatch {
+        /// The semaphore path.
+        path: String,
+        /// Our maximum.
+        configured: u32,
+        /// What the path holds.
+        stored: String,
+    },
+
     /// The operation gave up after its deadline. Nothing of ours was left behind.
     #[error("timed out after {0:?}")]
     Timeout(Duration),

@@ -68,6 +68,12 @@ impl LockGuard {
         self.hold.lost().await
     }
 
+    /// [`LockGuard::lost`] as an owned future, for waiting on several guards at once.
+    pub(crate) fn lost_owned(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let hold = self.hold.clone();
+        async move { hold.lost().await }
+    }
+
     /// A multi-op that commits only while our lock node exists, so a holder that lost the lock
     /// cannot write. Add operations, then [`FencedWriter::commit`].
     ///

@@ -179,6 +179,9 @@ impl Hold {
     }
 }
 
+/// The data a revoker writes into a holder's node (Curator's `RevocationSpec` value).
+pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
+
 /// Maps session states and own-node events to status changes until released or lost.
 async fn monitor(
     client: Client,
@@ -199,11 +202,13 @@ async fn monitor(
             changed
         });
     };
+    let mut revoked = false;
     let mut state = states.peek_state();
     loop {
+        let connected = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         match state {
             SessionState::Disconnected => set(LockStatus::Suspended),
-            SessionState::SyncConnected | SessionState::ConnectedReadOnly => set(LockStatus::Held),
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly => set(connected),
             SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
                 set(LockStatus::Lost);
                 return;
@@ -220,8 +225,15 @@ async fn monitor(
                         set(LockStatus::Lost);
                         return;
                     }
+                    // The data changed: a revocation request, or something else. Re-arm and look.
                     _ => match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
-                        Ok((_, _, watcher)) => own = Some(Box::pin(watcher.changed())),
+                        Ok((data, _, watcher)) => {
+                            own = Some(Box::pin(watcher.changed()));
+                            if data == REVOKE && !revoked {
+                                revoked = true;
+                                tracing::info!(node = %path, "revocation requested");
+                            }
+                        }
                         Err(_) if released => return,
                         Err(_) => {
                             set(LockStatus::Lost);

@@ -5,9 +5,10 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::hold::Hold;
+use crate::options::LockOptions;
 use crate::participants::{self, Participant};
 use crate::queue::{Admission, Decision, Queue};
 use crate::status::LossPolicy;
@@ -19,6 +20,15 @@ pub(crate) enum Wait {
     /// Only if free now.
     Try,
     Until(Instant),
+}
+
+/// What makes one lock recipe: its node marker, its admission rule, and whether a handle
+/// re-enters its own hold.
+pub(crate) struct LockSpec {
+    pub recipe: &'static str,
+    pub marker: &'static str,
+    pub rule: Arc<dyn Admission>,
+    pub reentrant: bool,
 }
 
 /// A lock on a queue: a marker for our nodes, a rule for admission, and (when reentrant) the
@@ -38,23 +48,15 @@ pub(crate) struct LockCore {
 }
 
 impl LockCore {
-    pub fn new(
-        queue: Queue,
-        marker: &'static str,
-        rule: Arc<dyn Admission>,
-        data: Vec<u8>,
-        policy: LossPolicy,
-        recipe: &'static str,
-        reentrant: bool,
-    ) -> LockCore {
+    pub fn new(queue: Queue, spec: LockSpec, options: &LockOptions) -> LockCore {
         LockCore {
             queue,
-            marker,
-            rule,
-            data,
-            policy,
-            recipe,
-            reentrant,
+            marker: spec.marker,
+            rule: spec.rule,
+            data: options.data(),
+            policy: options.loss_policy,
+            recipe: spec.recipe,
+            reentrant: spec.reentrant,
             gate: tokio::sync::Mutex::new(()),
             current: Mutex::new(None),
         }
@@ -70,11 +72,35 @@ impl LockCore {
     }
 
     pub async fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        let span = tracing::info_span!("acquire", recipe = self.recipe, path = %self.queue.root, node = tracing::field::Empty, seq = tracing::field::Empty);
-        self.acquire_inner(wait, span.clone()).instrument(span).await
+        self.acquire_marked(wait, self.marker).await
     }
 
-    async fn acquire_inner(&self, wait: Wait, span: tracing::Span) -> Result<Option<LockGuard>> {
+    /// Waits without a bound. (`Wait::Forever` never gives `None`; `Closed` would be the
+    /// harmless answer should that ever change.)
+    pub async fn acquire_forever(&self, marker: &str) -> Result<LockGuard> {
+        self.acquire_marked(Wait::Forever, marker)
+            .await?
+            .ok_or_else(|| Error::Closed { path: self.queue.root.to_string() })
+    }
+
+    /// As [`LockCore::acquire`], creating our node with `marker` instead of the recipe's.
+    pub async fn acquire_marked(&self, wait: Wait, marker: &str) -> Result<Option<LockGuard>> {
+        let span = tracing::info_span!(
+            "acquire",
+            recipe = self.recipe,
+            path = %self.queue.root,
+            node = tracing::field::Empty,
+            seq = tracing::field::Empty
+        );
+        self.acquire_inner(wait, marker, span.clone()).instrument(span).await
+    }
+
+    async fn acquire_inner(
+        &self,
+        wait: Wait,
+        marker: &str,
+        span: tracing::Span,
+    ) -> Result<Option<LockGuard>> {
         let _gate = if self.reentrant {
             let gate = match wait {
                 Wait::Forever => self.gate.lock().await,
@@ -100,8 +126,7 @@ impl LockCore {
 
         let joined = match wait {
             Wait::Until(deadline) => {
-                match tokio::time::timeout_at(deadline.into(), self.queue.join(self.marker, &self.data)).await
-                {
+                match tokio::time::timeout_at(deadline.into(), self.queue.join(marker, &self.data)).await {
                     Ok(joined) => joined,
                     Err(_) => {
                         // The dropped create is cleaned up in the background; wait for it, so that
@@ -111,7 +136,7 @@ impl LockCore {
                     }
                 }
             }
-            _ => self.queue.join(self.marker, &self.data).await,
+            _ => self.queue.join(marker, &self.data).await,
         };
         let (mut entry, children) = joined?;
         span.record("node", entry.name.as_str());
@@ -163,5 +188,19 @@ impl LockCore {
 
     pub async fn participants(&self) -> Result<Vec<Participant>> {
         participants::list(&self.queue, self.rule.as_ref()).await
+    }
+
+    /// Asks every current holder to release (see [`crate::request_revocation`]); returns how
+    /// many requests reached a node.
+    pub async fn revoke_holders(&self) -> Result<usize> {
+        let mut sent = 0;
+        for holder in self.participants().await?.into_iter().filter(|p| p.is_holder) {
+            if crate::revocation::request_revocation(&self.queue.client, &self.queue.root.child(&holder.node))
+                .await?
+            {
+                sent += 1;
+            }
+        }
+        Ok(sent)
     }
 }

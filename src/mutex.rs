@@ -7,7 +7,7 @@ use zookeeper_client::Client;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, Wait};
+use crate::lock_core::{LockCore, LockSpec, Wait};
 use crate::naming::NameScheme;
 use crate::options::LockOptions;
 use crate::participants::Participant;
@@ -73,15 +73,8 @@ impl InterProcessMutex {
     ) -> Result<LockCore> {
         let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME);
         let recipe = if reentrant { "mutex" } else { "semaphore-mutex" };
-        Ok(LockCore::new(
-            queue,
-            LOCK_MARKER,
-            Arc::new(FirstN(1)),
-            options.data(),
-            options.loss_policy,
-            recipe,
-            reentrant,
-        ))
+        let spec = LockSpec { recipe, marker: LOCK_MARKER, rule: Arc::new(FirstN(1)), reentrant };
+        Ok(LockCore::new(queue, spec, options))
     }
 
     /// The lock path.
@@ -103,10 +96,7 @@ impl InterProcessMutex {
     /// Cancel-safe: if the future is dropped at any point, our node (even one whose create was
     /// still in flight) is deleted in the background; [`InterProcessMutex::settled`] awaits that.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        match self.core.acquire(Wait::Forever).await? {
-            Some(guard) => Ok(guard),
-            None => unreachable!("an unbounded acquire returns a guard or an error"),
-        }
+        self.core.acquire_forever(self.core.marker).await
     }
 
     /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else, in
@@ -147,6 +137,19 @@ impl InterProcessMutex {
     /// Cancel-safe: it only reads.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
         self.core.participants().await
+    }
+
+    /// Asks the current holder to release, by setting its node's data to `__REVOKE__`
+    /// (Curator's revocation). The holder sees [`crate::LockStatus::RevocationRequested`] and
+    /// decides. Returns how many holders were asked (0 or 1).
+    ///
+    /// # Errors
+    /// As [`crate::request_revocation`].
+    ///
+    /// # Cancel safety
+    /// A request already sent stays sent.
+    pub async fn revoke_holders(&self) -> Result<usize> {
+        self.core.revoke_holders().await
     }
 
     /// What this handle's queue work has cost so far (creates, listings, wake-ups).

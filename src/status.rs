@@ -14,6 +14,9 @@ pub enum LockStatus {
     Suspended,
     /// Certainly lost: the session expired or our node was deleted. Another contender may hold it.
     Lost,
+    /// Still held, but someone asked us to release it (our node's data was set to
+    /// `__REVOKE__`, as Curator's revocation). The holder decides whether to release.
+    RevocationRequested,
 }
 
 /// Whether [`LockStatus::Suspended`] counts as lost, as Curator's `ConnectionStateErrorPolicy`.
@@ -38,7 +41,7 @@ impl LossPolicy {
         match status {
             LockStatus::Lost => true,
             LockStatus::Suspended => self == LossPolicy::SuspendedIsLost,
-            LockStatus::Held => false,
+            LockStatus::Held | LockStatus::RevocationRequested => false,
         }
     }
 }

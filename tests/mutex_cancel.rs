@@ -2,57 +2,10 @@
 
 mod common;
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use common::*;
 use zk_recipes::InterProcessMutex;
-
-/// xorshift64*: small, seeded, replayable.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-pub fn seed() -> u64 {
-    std::env::var("ZK_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_2026)
-}
-
-/// Polls `fut` at most `polls` times (each poll after a wake-up), then drops it. A future that
-/// waits for an event which only comes after the drop (the holder's release) is dropped after
-/// `bound` instead.
-async fn poll_n_times<F: Future>(fut: F, polls: u64, bound: Duration) -> Option<F::Output> {
-    tokio::time::timeout(bound, poll_limited(fut, polls)).await.ok().flatten()
-}
-
-async fn poll_limited<F: Future>(fut: F, polls: u64) -> Option<F::Output> {
-    let mut fut = pin!(fut);
-    let mut left = polls;
-    std::future::poll_fn(move |cx| {
-        if left == 0 {
-            return Poll::Ready(None);
-        }
-        left -= 1;
-        match fut.as_mut().poll(cx) {
-            Poll::Ready(out) => Poll::Ready(Some(out)),
-            Poll::Pending if left == 0 => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dropped_acquires_at_random_points_leave_no_node() {

@@ -11,8 +11,8 @@ use zookeeper_client::Client;
 
 use super::lifecycle::Lifecycle;
 use super::Leadership;
-use crate::error::{Error, Result};
-use crate::lock_core::{LockCore, Wait};
+use crate::error::Result;
+use crate::lock_core::LockCore;
 use crate::mutex::InterProcessMutex;
 use crate::options::LockOptions;
 use crate::participants::Participant;
@@ -203,7 +203,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire(Wait::Forever) => guard?.ok_or(Error::Closed { path: inner.core.queue.root.to_string() })?,
+            guard = inner.core.acquire_forever(inner.core.marker) => guard?,
         };
         let fencing_token = guard.fencing_token();
         inner.life.set(Leadership::Leader { fencing_token });

@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, SessionState};
@@ -124,4 +126,75 @@ pub async fn bump_counter(client: &Client, path: &str) {
 pub async fn read_counter(client: &Client, path: &str) -> u64 {
     let (data, _) = client.get_data(path).await.expect("read counter");
     String::from_utf8(data).expect("utf8").parse().expect("number")
+}
+
+/// xorshift64*: small, seeded, replayable.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub fn seed() -> u64 {
+    std::env::var("ZK_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_2026)
+}
+
+/// Polls `fut` at most `polls` times (each poll after a wake-up), then drops it. A future that
+/// waits for an event which only comes after the drop (the holder's release) is dropped after
+/// `bound` instead.
+pub async fn poll_n_times<F: Future>(fut: F, polls: u64, bound: Duration) -> Option<F::Output> {
+    tokio::time::timeout(bound, poll_limited(fut, polls)).await.ok().flatten()
+}
+
+async fn poll_limited<F: Future>(fut: F, polls: u64) -> Option<F::Output> {
+    let mut fut = pin!(fut);
+    let mut left = polls;
+    std::future::poll_fn(move |cx| {
+        if left == 0 {
+            return Poll::Ready(None);
+        }
+        left -= 1;
+        match fut.as_mut().poll(cx) {
+            Poll::Ready(out) => Poll::Ready(Some(out)),
+            Poll::Pending if left == 0 => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// Drives one cancellation round: `acquire()` is dropped at a random point (after a few polls,
+/// or after a random time), or completes and its output is handed to `done`.
+pub async fn drop_randomly<F, Fut, T>(rng: &mut Rng, mut acquire: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+{
+    if rng.below(2) == 0 {
+        poll_n_times(acquire(), 1 + rng.below(6), Duration::from_millis(5 + rng.below(20))).await
+    } else {
+        tokio::time::timeout(Duration::from_micros(rng.below(4000)), acquire()).await.ok()
+    }
+}
+
+/// Nodes under `path` owned by `session`.
+pub async fn nodes_owned_by(admin: &Client, path: &str, session: i64) -> Vec<String> {
+    let mut ours = Vec::new();
+    for name in children(admin, path).await {
+        if let Ok((_, stat)) = admin.get_data(&format!("{path}/{name}")).await {
+            if stat.ephemeral_owner == session {
+                ours.push(name);
+            }
+        }
+    }
+    ours
 }

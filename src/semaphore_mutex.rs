@@ -1,0 +1,99 @@
+//! [`InterProcessSemaphoreMutex`]: a non-reentrant distributed mutex.
+
+use std::time::{Duration, Instant};
+
+use zookeeper_client::Client;
+
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::lock_core::{LockCore, Wait};
+use crate::mutex::InterProcessMutex;
+use crate::options::LockOptions;
+use crate::participants::Participant;
+
+/// A non-reentrant mutex, as Curator's `InterProcessSemaphoreMutex`: a second acquire through the
+/// same handle queues like anyone else's (and waits, or times out) instead of re-entering. Same
+/// queue and node names as [`InterProcessMutex`], so the two exclude each other on one path.
+pub struct InterProcessSemaphoreMutex {
+    core: LockCore,
+}
+
+impl std::fmt::Debug for InterProcessSemaphoreMutex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterProcessSemaphoreMutex").field("path", &self.core.queue.root).finish()
+    }
+}
+
+impl InterProcessSemaphoreMutex {
+    /// A non-reentrant mutex on `path`.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidPath`] for an invalid path.
+    pub fn new(client: Client, path: &str) -> Result<InterProcessSemaphoreMutex> {
+        Self::with_options(client, path, LockOptions::default())
+    }
+
+    /// As [`InterProcessSemaphoreMutex::new`], with options.
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphoreMutex::new`].
+    pub fn with_options(
+        client: Client,
+        path: &str,
+        options: LockOptions,
+    ) -> Result<InterProcessSemaphoreMutex> {
+        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(client, path, &options, false)? })
+    }
+
+    /// Waits until the lock is held (also when this handle already holds it: that waits).
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future leaves no node behind.
+    pub async fn acquire(&self) -> Result<LockGuard> {
+        self.core.acquire_forever(self.core.marker).await
+    }
+
+    /// Takes the lock only if it is free now.
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`InterProcessSemaphoreMutex::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.core.acquire(Wait::Try).await
+    }
+
+    /// Waits at most `timeout`; `Ok(None)` leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`InterProcessSemaphoreMutex::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        self.core.acquire(Wait::Until(Instant::now() + timeout)).await
+    }
+
+    /// The queue in order.
+    ///
+    /// # Errors
+    /// As [`InterProcessMutex::participants`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        self.core.participants().await
+    }
+
+    /// Resolves once background cleanups of this handle have finished.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    pub async fn settled(&self) {
+        self.core.queue.janitor.settled().await
+    }
+}
