@@ -144,9 +144,19 @@ impl Hold {
     pub async fn delete_node(self: &Arc<Self>) -> Result<()> {
         self.releasing.store(true, Ordering::SeqCst);
         let was_lost = self.current_status() == LockStatus::Lost;
-        let deleting = retry::on_connection_loss(|| self.client.delete(&self.path, None));
-        let result = match tokio::time::timeout(release_patience(&self.client), deleting).await {
+        // A delete retried after a connection loss may meet `NoNode` because its first attempt
+        // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
+        // else deleted it.
+        let mut attempts = 0;
+        let deleting = retry::on_connection_loss(|| {
+            attempts += 1;
+            self.client.delete(&self.path, None)
+        });
+        let outcome = tokio::time::timeout(release_patience(&self.client), deleting).await;
+        let retried = attempts > 1;
+        let result = match outcome {
             Ok(Ok(())) if !was_lost => Ok(()),
+            Ok(Err(ZkError::NoNode)) if retried && !was_lost => Ok(()),
             Ok(Ok(())) | Ok(Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::ClientClosed)) => {
                 self.status.send_replace(LockStatus::Lost);
                 Err(Error::LockLost { path: self.root.to_string() })

@@ -417,7 +417,8 @@ impl ZkCluster {
         self.wait_ready(i).await
     }
 
-    /// Freezes node `i` with SIGSTOP: its sockets stay open but it answers nothing.
+    /// Freezes node `i` with SIGSTOP: its sockets stay open but it answers nothing. Returns once
+    /// every thread of the server has stopped.
     ///
     /// # Errors
     /// As [`ZkCluster::stop`].
@@ -427,7 +428,10 @@ impl ZkCluster {
             self.node(i)?;
             return docker.docker("pause");
         }
-        local::signal(self.pid_of(i)?, libc::SIGSTOP)
+        let pid = self.pid_of(i)?;
+        local::signal(pid, libc::SIGSTOP)?;
+        // kill(2) returns before every thread has stopped: return only once they all have.
+        local::wait_stopped(pid, Duration::from_secs(5))
     }
 
     /// Thaws node `i` with SIGCONT.

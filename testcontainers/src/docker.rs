@@ -26,14 +26,36 @@ mod with_docker {
     use std::process::Command;
 
     use testcontainers_modules::testcontainers::runners::AsyncRunner;
-    use testcontainers_modules::testcontainers::{ContainerAsync, ImageExt};
+    use testcontainers_modules::testcontainers::{ContainerAsync, Image, ImageExt};
     use testcontainers_modules::zookeeper::Zookeeper;
 
     use super::INSTALL_HINT;
     use crate::{ClusterConfig, HarnessError};
 
-    /// The client port inside the image; the host side is a free port Docker picks.
-    const CONTAINER_CLIENT_PORT: u16 = 2181;
+    const IMAGE: &str = "bitnamilegacy/zookeeper";
+
+    /// The client port inside the image, from the image's own configuration (`ZOO_PORT_NUMBER`
+    /// in `docker image inspect`); the host side is a free port Docker picks.
+    fn image_client_port(tag: &str) -> Result<u16, HarnessError> {
+        let out = Command::new("docker")
+            .args([
+                "image",
+                "inspect",
+                "--format",
+                "{{range .Config.Env}}{{println .}}{{end}}",
+                &format!("{IMAGE}:{tag}"),
+            ])
+            .output()
+            .map_err(HarnessError::io("docker image inspect"))?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("ZOO_PORT_NUMBER=")?.trim().parse().ok())
+            .ok_or_else(|| {
+                HarnessError::NoBackend(format!(
+                    "{IMAGE}:{tag} does not say its client port (ZOO_PORT_NUMBER)"
+                ))
+            })
+    }
 
     /// One ZooKeeper container.
     pub(crate) struct DockerNode {
@@ -48,7 +70,7 @@ mod with_docker {
             }
             let tick = config.tick_time.as_millis().max(1);
             let container = Zookeeper::default()
-                .with_name("bitnamilegacy/zookeeper")
+                .with_name(IMAGE)
                 .with_env_var("ZOO_TICK_TIME", tick.to_string())
                 .with_env_var("ZOO_MAX_SESSION_TIMEOUT", config.max_session_timeout.as_millis().to_string())
                 .with_env_var("ZOO_MAX_CNXNS", config.max_client_cnxns.to_string())
@@ -60,7 +82,8 @@ mod with_docker {
                         "Docker backend: {e}; is a Docker daemon running? Else {INSTALL_HINT}"
                     ))
                 })?;
-            let port = container.get_host_port_ipv4(CONTAINER_CLIENT_PORT).await.map_err(|e| {
+            let internal = image_client_port(container.image().tag())?;
+            let port = container.get_host_port_ipv4(internal).await.map_err(|e| {
                 HarnessError::NoBackend(format!("Docker backend: no mapped client port: {e}"))
             })?;
             Ok(DockerNode { container, port })

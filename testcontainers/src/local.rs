@@ -102,3 +102,28 @@ pub(crate) fn signal(pid: u32, signal: libc::c_int) -> Result<(), HarnessError> 
         })
     }
 }
+
+/// Waits until every thread of `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+pub(crate) fn wait_stopped(pid: u32, patience: std::time::Duration) -> Result<(), HarnessError> {
+    let deadline = std::time::Instant::now() + patience;
+    let state = |stat: &str| stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map_err(HarnessError::io(format!("reading /proc/{pid}/task")))?;
+        let all_stopped = tasks.flatten().all(|t| {
+            std::fs::read_to_string(t.path().join("stat"))
+                .map(|s| matches!(state(&s), Some('T' | 't')))
+                .unwrap_or(true)
+        });
+        if all_stopped {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(HarnessError::Io {
+                context: format!("SIGSTOP of {pid}"),
+                source: std::io::Error::other("threads still running"),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}

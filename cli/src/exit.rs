@@ -1,0 +1,57 @@
+//! Exit codes (documented in `--help`) and how errors map to them.
+
+use std::process::ExitCode;
+
+/// The lock is busy (`--no-wait`) or was not acquired within `--timeout` (EX_TEMPFAIL).
+pub const BUSY: u8 = 75;
+/// The lock (or leadership) was lost while the command ran; the command was stopped.
+pub const LOST: u8 = 76;
+/// ZooKeeper could not be reached, the session ended, or authentication failed (EX_UNAVAILABLE).
+pub const UNAVAILABLE: u8 = 69;
+/// A bad lock path or other bad input (EX_USAGE).
+pub const USAGE: u8 = 64;
+/// The command could not be executed (as a shell does).
+pub const NOT_EXECUTABLE: u8 = 126;
+/// The command was not found (as a shell does).
+pub const NOT_FOUND: u8 = 127;
+
+/// An error that ends `zklock` with one line on stderr and an exit code.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure { code, message: message.into() }
+    }
+
+    pub fn report(self) -> ExitCode {
+        eprintln!("zklock: {}", self.message);
+        ExitCode::from(self.code)
+    }
+}
+
+impl From<zk_recipes::Error> for Failure {
+    fn from(e: zk_recipes::Error) -> Failure {
+        use zk_recipes::Error as E;
+        let code = match &e {
+            E::InvalidPath { .. } | E::BadLeaseCount { .. } => USAGE,
+            E::LockLost { .. } | E::NodeDeleted { .. } => LOST,
+            E::Timeout(_) => BUSY,
+            _ => UNAVAILABLE,
+        };
+        Failure::new(code, e.to_string())
+    }
+}
+
+/// The exit code that reports a child's status: its code, or 128 + the signal that ended it.
+pub fn of_status(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => 128u8.saturating_add(signal as u8),
+        (None, None) => 1,
+    }
+}

@@ -1,0 +1,249 @@
+//! `zklock`: run a command under a ZooKeeper lock or leadership.
+
+mod child;
+mod exit;
+mod progress;
+mod status;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use zk_recipes::{InterProcessMutex, LeaderLatch, Leadership, LockOptions};
+
+use crate::child::Ended;
+use crate::exit::Failure;
+use crate::progress::Progress;
+
+const AFTER_HELP: &str = "\
+Exit codes:
+  the command's own status (128+N if it was killed by signal N), or
+   64  bad input (an invalid lock path, say)
+   69  ZooKeeper unreachable, session expired, or authentication failed
+   75  lock busy (--no-wait) or not acquired within --timeout
+   76  lock or leadership lost while the command ran (it was sent SIGTERM, then SIGKILL)
+  126  the command could not be executed; 127 the command was not found
+
+Examples:
+  export ZK_CONNECT=zk1:PORT,zk2:PORT,zk3:PORT
+  zklock run /locks/nightly-report -- ./report.sh --full
+  zklock run --no-wait /locks/deploy -- make deploy       # exit 75 if someone deploys now
+  zklock run --timeout 30s /locks/db-migrate -- ./migrate
+  zklock status /locks/nightly-report
+  zklock status --json /locks/nightly-report
+  zklock elect --id $(hostname) /election/scheduler -- ./scheduler
+
+The command sees ZKLOCK_FENCING_TOKEN (strictly increasing across holders: pass it to what you
+write, so that a stale holder's writes can be refused), ZKLOCK_PATH and ZKLOCK_NODE. If zklock dies,
+the command gets SIGTERM.";
+
+#[derive(Parser)]
+#[command(name = "zklock", version, about = "Run a command under a ZooKeeper lock or leadership.", after_help = AFTER_HELP)]
+struct Cli {
+    /// ZooKeeper connect string, host:port[,host:port...][/chroot].
+    #[arg(long, env = "ZK_CONNECT", global = true)]
+    connect: Option<String>,
+    /// Session timeout: how long after zklock dies (or is cut off) others may take the lock.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, global = true)]
+    session_timeout: Duration,
+    /// Report waiting progress and lock events on stderr even when it is not a terminal.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Acquire LOCKPATH, run the command while holding it, then release.
+    Run(RunArgs),
+    /// Show the holder and the queue of a lock (or election).
+    Status(StatusArgs),
+    /// Run the command while leader of ELECTPATH; stop it if leadership is lost.
+    Elect(ElectArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Give up after this long (exit 75), e.g. 30s or 500ms.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "no_wait")]
+    timeout: Option<Duration>,
+    /// Exit 75 at once if the lock is held by someone else, as flock -n.
+    #[arg(long, short = 'n')]
+    no_wait: bool,
+    /// Participant id stored in our lock node (default hostname:pid).
+    #[arg(long)]
+    id: Option<String>,
+    /// How long the command gets to exit after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// The lock path, e.g. /locks/orders.
+    lockpath: String,
+    /// The command and its arguments, after --.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+#[derive(Args)]
+struct StatusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The lock or election path.
+    lockpath: String,
+}
+
+#[derive(Args)]
+struct ElectArgs {
+    /// Participant id (default hostname:pid).
+    #[arg(long)]
+    id: Option<String>,
+    /// How long the command gets to exit after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    grace: Duration,
+    /// The election path, e.g. /election/scheduler.
+    electpath: String,
+    /// The command and its arguments, after --.
+    #[arg(last = true, required = true, num_args = 1..)]
+    command: Vec<String>,
+}
+
+async fn connect(cli: &Cli) -> Result<zk_recipes::zookeeper_client::Client, Failure> {
+    let connect = cli.connect.as_deref().ok_or_else(|| {
+        Failure::new(exit::USAGE, "no ZooKeeper to talk to: pass --connect or set ZK_CONNECT")
+    })?;
+    Ok(zk_recipes::connect(connect, cli.session_timeout).await?)
+}
+
+async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
+    let client = connect(cli).await?;
+    let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
+    let mutex = InterProcessMutex::with_options(
+        client,
+        &args.lockpath,
+        LockOptions::new().participant_id(id.clone()),
+    )?;
+    let progress = Progress::new(cli.verbose);
+    let acquiring = async {
+        if args.no_wait {
+            mutex.try_acquire().await
+        } else if let Some(timeout) = args.timeout {
+            mutex.acquire_timeout(timeout).await
+        } else {
+            mutex.acquire().await.map(Some)
+        }
+    };
+    let waiting = progress.while_waiting(&args.lockpath, &id, acquiring, || mutex.participants());
+    let guard = tokio::select! {
+        got = waiting => got?,
+        _ = tokio::signal::ctrl_c() => {
+            mutex.settled().await;
+            return Ok(130);
+        }
+    };
+    let Some(guard) = guard else {
+        let holder = mutex
+            .participants()
+            .await
+            .ok()
+            .and_then(|q| q.first().map(|p| p.id.clone()))
+            .unwrap_or_else(|| "?".into());
+        let why = if args.no_wait { "is busy" } else { "was not acquired in time" };
+        return Err(Failure::new(exit::BUSY, format!("{} {why} (held by {holder})", args.lockpath)));
+    };
+    let token = guard.fencing_token();
+    progress.note(&format!("zklock: holding {} (fencing token {token})", args.lockpath));
+    let env = [
+        ("ZKLOCK_FENCING_TOKEN", token.to_string()),
+        ("ZKLOCK_PATH", args.lockpath.clone()),
+        ("ZKLOCK_NODE", guard.node_path().to_string()),
+    ];
+    let child = match child::start(&args.command, &env) {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = guard.release().await;
+            return Err(e);
+        }
+    };
+    let ended = child::supervise(child, guard.lost(), args.grace).await?;
+    let released = guard.release().await;
+    match (ended, released) {
+        (Ended::Lost, _) => Err(Failure::new(
+            exit::LOST,
+            format!("lost the lock on {} while the command ran; stopped it", args.lockpath),
+        )),
+        (Ended::Exited(_), Err(zk_recipes::Error::LockLost { .. })) => Err(Failure::new(
+            exit::LOST,
+            format!(
+                "the lock on {} was lost before the command ended; it may have run unprotected",
+                args.lockpath
+            ),
+        )),
+        (Ended::Exited(code), Err(e)) => {
+            eprintln!("zklock: releasing {}: {e}", args.lockpath);
+            Ok(code)
+        }
+        (Ended::Exited(code), Ok(())) => Ok(code),
+    }
+}
+
+async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
+    let client = connect(cli).await?;
+    let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
+    let latch = LeaderLatch::new(client, &args.electpath, &id)?;
+    latch.start()?;
+    let progress = Progress::new(cli.verbose);
+    let waiting =
+        progress.while_waiting(&args.electpath, &id, latch.await_leadership(), || latch.participants());
+    let token = tokio::select! {
+        token = waiting => token?,
+        _ = tokio::signal::ctrl_c() => {
+            latch.close().await;
+            return Ok(130);
+        }
+    };
+    progress.note(&format!("zklock: leading {} as {id} (fencing token {token})", args.electpath));
+    let env = [("ZKLOCK_FENCING_TOKEN", token.to_string()), ("ZKLOCK_PATH", args.electpath.clone())];
+    let child = match child::start(&args.command, &env) {
+        Ok(child) => child,
+        Err(e) => {
+            latch.close().await;
+            return Err(e);
+        }
+    };
+    let mut changes = latch.leadership();
+    let lost = async move {
+        let _ = changes.wait_for(|l| *l == Leadership::NotLeader).await;
+    };
+    let ended = child::supervise(child, lost, args.grace).await?;
+    latch.close().await;
+    match ended {
+        Ended::Lost => Err(Failure::new(
+            exit::LOST,
+            format!("lost leadership of {} while the command ran; stopped it", args.electpath),
+        )),
+        Ended::Exited(code) => Ok(code),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => return Failure::new(exit::UNAVAILABLE, format!("starting the runtime: {e}")).report(),
+    };
+    let outcome = runtime.block_on(async {
+        match &cli.command {
+            Command::Run(args) => run(&cli, args).await,
+            Command::Status(args) => {
+                let client = connect(&cli).await?;
+                status::show(client, &args.lockpath, args.json).await.map(|()| 0)
+            }
+            Command::Elect(args) => elect(&cli, args).await,
+        }
+    });
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => failure.report(),
+    }
+}
