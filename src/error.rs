@@ -120,6 +120,30 @@ pub enum Error {
         path: String,
     },
 
+    /// The path holds queue nodes of the other naming format (Curator's on a kazoo-format recipe,
+    /// or kazoo's on a Curator-format one). The two order nodes differently, so sharing a path
+    /// would let two holders in at once; nothing of ours was left behind.
+    #[error("{path} holds {theirs}-format node {node:?}; a {ours}-format recipe can't share it safely")]
+    FormatConflict {
+        /// The recipe path.
+        path: String,
+        /// The first offending node.
+        node: String,
+        /// Our format.
+        ours: crate::NodeFormat,
+        /// Theirs.
+        theirs: crate::NodeFormat,
+    },
+
+    /// The recipe has no equivalent in that naming format.
+    #[error("the {recipe} recipe has no {format}-format equivalent")]
+    UnsupportedFormat {
+        /// The recipe.
+        recipe: &'static str,
+        /// The format asked for.
+        format: crate::NodeFormat,
+    },
+
     /// A handle holding only the read lock asked for the write lock. Curator deadlocks here; we
     /// refuse. Release the read lock first, or take the write lock first and then the read
     /// lock (a downgrade).

@@ -37,7 +37,7 @@ pub use connect::connect;
 pub use error::{Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
-pub use leader::{LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions};
+pub use leader::{LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions};
 pub use multi_lock::{InterProcessMultiLock, MultiLockGuard};
 pub use mutex::InterProcessMutex;
 pub use naming::NodeFormat;

@@ -71,9 +71,10 @@ impl InterProcessMutex {
         options: &LockOptions,
         reentrant: bool,
     ) -> Result<LockCore> {
-        let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME);
+        let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format));
         let recipe = if reentrant { "mutex" } else { "semaphore-mutex" };
-        let spec = LockSpec { recipe, marker: LOCK_MARKER, rule: Arc::new(FirstN(1)), reentrant };
+        let marker = options.format.marker(LOCK_MARKER);
+        let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant };
         Ok(LockCore::new(queue, spec, options))
     }
 

@@ -11,12 +11,68 @@
 //! Curator's text sort does not: see [`sort_queue`].
 
 /// A node-naming convention, for sharing a lock path with another client library.
+///
+/// Curator and kazoo can never safely share a path (Curator sorts kazoo's names, which have no
+/// `lock-`, by the whole name), so a recipe refuses a path that holds the other format's nodes
+/// ([`crate::Error::FormatConflict`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum NodeFormat {
     /// Apache Curator's protected names, `_c_<uuid>-<marker><seq>` (the default).
     #[default]
     Curator,
+    /// kazoo's names, `<32-hex uuid>__lock__<seq>` (read locks `__rlock__`).
+    Kazoo,
+}
+
+impl NodeFormat {
+    /// Which format a child name was made by, if it looks like a queue node of either.
+    pub(crate) fn detect(name: &str) -> Option<NodeFormat> {
+        const KAZOO: [&str; 2] = ["__lock__", "__rlock__"];
+        const CURATOR: [&str; 4] = ["lock-", "latch-", "__READ__", "__WRIT__"];
+        let ends_with_seq = |markers: &[&str]| {
+            markers
+                .iter()
+                .any(|m| name.rfind(m).is_some_and(|at| parse_sequence(&name[at + m.len()..]).is_some()))
+        };
+        if ends_with_seq(&KAZOO) {
+            Some(NodeFormat::Kazoo)
+        } else if name.starts_with("_c_") || ends_with_seq(&CURATOR) {
+            Some(NodeFormat::Curator)
+        } else {
+            None
+        }
+    }
+
+    /// The name for `format` of a recipe's role (the Curator marker given).
+    pub(crate) fn marker(self, curator: &'static str) -> &'static str {
+        match (self, curator) {
+            (NodeFormat::Curator, m) => m,
+            (NodeFormat::Kazoo, "__READ__") => "__rlock__",
+            (NodeFormat::Kazoo, _) => "__lock__",
+        }
+    }
+}
+
+impl std::fmt::Display for NodeFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NodeFormat::Curator => "curator",
+            NodeFormat::Kazoo => "kazoo",
+        })
+    }
+}
+
+impl std::str::FromStr for NodeFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<NodeFormat, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "curator" => Ok(NodeFormat::Curator),
+            "kazoo" => Ok(NodeFormat::Kazoo),
+            other => Err(format!("unknown node format {other:?} (curator or kazoo)")),
+        }
+    }
 }
 
 /// What a recipe's queue contains: the format, the markers of the nodes that take part in the
@@ -33,11 +89,29 @@ impl NameScheme {
         NameScheme { format: NodeFormat::Curator, markers }
     }
 
-    /// A fresh protection prefix for one create attempt, e.g. `_c_<uuid>-`.
+    /// The same roles named the `format` way.
+    pub fn in_format(self, format: NodeFormat) -> NameScheme {
+        const KAZOO_LOCK: &[&str] = &["__lock__"];
+        const KAZOO_RW: &[&str] = &["__rlock__", "__lock__"];
+        match format {
+            NodeFormat::Curator => self,
+            NodeFormat::Kazoo if self.markers.len() == 2 => NameScheme { format, markers: KAZOO_RW },
+            NodeFormat::Kazoo => NameScheme { format, markers: KAZOO_LOCK },
+        }
+    }
+
+    /// A fresh protection prefix for one create attempt: `_c_<uuid>-` (Curator) or
+    /// `<32-hex uuid>` (kazoo).
     pub fn new_protection(&self) -> String {
         match self.format {
             NodeFormat::Curator => format!("_c_{}-", uuid::Uuid::new_v4().hyphenated()),
+            NodeFormat::Kazoo => uuid::Uuid::new_v4().simple().to_string(),
         }
+    }
+
+    /// The first child made by the other format, if any: sharing a path with it is unsafe.
+    pub fn conflicting<'a>(&self, children: &'a [String]) -> Option<&'a String> {
+        children.iter().find(|c| NodeFormat::detect(c).is_some_and(|f| f != self.format))
     }
 
     /// Parses a child name; `None` for a foreign node that is not part of this queue.
@@ -140,6 +214,41 @@ mod tests {
         let rw = NameScheme::curator(&["__READ__", "__WRIT__"]);
         let n = rw.parse("_c_u-__READ__x__WRIT__0000000003").expect("parsed");
         assert_eq!((n.seq, n.marker), (3, 1));
+    }
+
+    #[test]
+    fn detects_each_format() {
+        assert_eq!(
+            NodeFormat::detect("_c_0b5c1b0e-9c8e-4f4c-9a8e-6f3c2b1a0d9e-lock-0000000042"),
+            Some(NodeFormat::Curator)
+        );
+        assert_eq!(NodeFormat::detect("_c_x-latch-0000000001"), Some(NodeFormat::Curator));
+        assert_eq!(NodeFormat::detect("_c_x-__WRIT__0000000001"), Some(NodeFormat::Curator));
+        assert_eq!(NodeFormat::detect("lock-0000000007"), Some(NodeFormat::Curator));
+        assert_eq!(
+            NodeFormat::detect("0b5c1b0e9c8e4f4c9a8e6f3c2b1a0d9e__lock__0000000003"),
+            Some(NodeFormat::Kazoo)
+        );
+        assert_eq!(
+            NodeFormat::detect("0b5c1b0e9c8e4f4c9a8e6f3c2b1a0d9e__rlock__0000000003"),
+            Some(NodeFormat::Kazoo)
+        );
+        assert_eq!(NodeFormat::detect("config"), None);
+        assert_eq!(NodeFormat::detect("lock-12"), None);
+    }
+
+    #[test]
+    fn kazoo_names_parse_in_the_kazoo_scheme() {
+        let kazoo = NameScheme::curator(&["lock-"]).in_format(NodeFormat::Kazoo);
+        assert_eq!(kazoo.parse("0b5c1b0e9c8e4f4c9a8e6f3c2b1a0d9e__lock__0000000003").map(|n| n.seq), Some(3));
+        assert_eq!(kazoo.parse("_c_x-lock-0000000003"), None);
+        assert_eq!(kazoo.new_protection().len(), 32);
+        let rw = NameScheme::curator(&["__READ__", "__WRIT__"]).in_format(NodeFormat::Kazoo);
+        assert_eq!(rw.parse("ab__rlock__0000000004").map(|n| n.marker), Some(0));
+        assert_eq!(rw.parse("ab__lock__0000000005").map(|n| n.marker), Some(1));
+        let children = vec!["ab__lock__0000000001".to_string(), "_c_x-lock-0000000002".to_string()];
+        assert_eq!(kazoo.conflicting(&children), Some(&children[1]));
+        assert_eq!(NameScheme::curator(&["lock-"]).conflicting(&children), Some(&children[0]));
     }
 
     #[test]

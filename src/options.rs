@@ -1,5 +1,6 @@
 //! Options shared by the lock recipes.
 
+use crate::naming::NodeFormat;
 use crate::status::LossPolicy;
 
 /// Options for a lock recipe. `LockOptions::default()` is what `new` uses.
@@ -7,10 +8,12 @@ use crate::status::LossPolicy;
 pub struct LockOptions {
     pub(crate) participant_id: Option<String>,
     pub(crate) loss_policy: LossPolicy,
+    pub(crate) format: NodeFormat,
 }
 
 impl LockOptions {
-    /// The defaults: participant id `hostname:pid`, [`LossPolicy::SuspendedIsLost`].
+    /// The defaults: participant id `hostname:pid`, [`LossPolicy::SuspendedIsLost`], Curator
+    /// node names.
     pub fn new() -> LockOptions {
         LockOptions::default()
     }
@@ -24,6 +27,12 @@ impl LockOptions {
     /// Whether a suspended connection counts as a lost lock.
     pub fn loss_policy(mut self, policy: LossPolicy) -> LockOptions {
         self.loss_policy = policy;
+        self
+    }
+
+    /// The node naming format, for sharing a path with Curator (the default) or kazoo clients.
+    pub fn format(mut self, format: NodeFormat) -> LockOptions {
+        self.format = format;
         self
     }
 

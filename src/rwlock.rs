@@ -56,7 +56,9 @@ impl Admission for RwRule {
     }
 }
 
-/// A distributed read/write lock, wire-compatible with Curator's `InterProcessReadWriteLock`.
+/// A distributed read/write lock, wire-compatible with Curator's `InterProcessReadWriteLock`
+/// (and, with [`crate::NodeFormat::Kazoo`], sharing a queue with kazoo's `ReadLock` and
+/// `WriteLock`).
 ///
 /// * Many readers hold at once; a writer excludes everyone.
 /// * Writer-preferring: a reader queued behind a waiting writer waits.
@@ -94,9 +96,15 @@ impl InterProcessReadWriteLock {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessReadWriteLock> {
-        let queue = Queue::new(client, LockPath::new(path)?, RW_SCHEME);
+        let format = options.format;
+        let queue = Queue::new(client, LockPath::new(path)?, RW_SCHEME.in_format(format));
         let rule = Arc::new(RwRule { own_writer: OnceLock::new() });
-        let spec = |recipe, marker| LockSpec { recipe, marker, rule: rule.clone(), reentrant: true };
+        let spec = |recipe, marker| LockSpec {
+            recipe,
+            marker: format.marker(marker),
+            rule: rule.clone(),
+            reentrant: true,
+        };
         let write = Arc::new(LockCore::new(queue.clone(), spec("write-lock", WRITE_MARKER), &options));
         let read = Arc::new(LockCore::new(queue, spec("read-lock", READ_MARKER), &options));
         let _ = rule.own_writer.set(Arc::downgrade(&write));
@@ -132,7 +140,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn read(&self) -> Result<LockGuard> {
-        self.read.acquire_forever(READ_MARKER).await
+        self.read.acquire_forever(self.read.marker).await
     }
 
     /// Takes the read lock only if it is free for readers now.
@@ -167,7 +175,7 @@ impl InterProcessReadWriteLock {
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn write(&self) -> Result<LockGuard> {
         self.refuse_upgrade()?;
-        self.write.acquire_forever(WRITE_MARKER).await
+        self.write.acquire_forever(self.write.marker).await
     }
 
     /// Takes the write lock only if it is free now.

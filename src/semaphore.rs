@@ -82,7 +82,8 @@ impl InterProcessSemaphore {
     /// A semaphore on `path` with `max_leases` leases.
     ///
     /// # Errors
-    /// [`Error::InvalidPath`]; [`Error::BadLeaseCount`] when `max_leases` is 0.
+    /// [`Error::InvalidPath`]; [`Error::BadLeaseCount`] when `max_leases` is 0;
+    /// [`Error::UnsupportedFormat`] for kazoo names (kazoo's semaphore is laid out differently).
     pub fn new(client: Client, path: &str, max_leases: u32) -> Result<InterProcessSemaphore> {
         Self::with_options(client, path, max_leases, LockOptions::default())
     }
@@ -98,6 +99,9 @@ impl InterProcessSemaphore {
         options: LockOptions,
     ) -> Result<InterProcessSemaphore> {
         let root = LockPath::new(path)?;
+        if options.format != crate::NodeFormat::Curator {
+            return Err(Error::UnsupportedFormat { recipe: "semaphore", format: options.format });
+        }
         if max_leases == 0 {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use zk_recipes::{LeaderLatch, LeaderSelector, Leadership, LossPolicy, SelectorOptions};
+use zk_recipes::{LatchOptions, LeaderLatch, LeaderSelector, Leadership, LossPolicy, SelectorOptions};
 use zk_testcluster::ZkCluster;
 
 /// Counts leaders seen at once across latches in this process, from their leadership channels.
@@ -248,8 +248,13 @@ async fn killing_the_zookeeper_leader_keeps_exactly_one_latch_leader() {
     for i in 0..3 {
         let c = client_with_timeout(&zk.connect_string(), Duration::from_secs(10)).await;
         latches.push(
-            LeaderLatch::with_policy(c, "/election/ensemble", &format!("e{i}"), LossPolicy::SessionOnly)
-                .unwrap(),
+            LeaderLatch::with_options(
+                c,
+                "/election/ensemble",
+                &format!("e{i}"),
+                LatchOptions::new().loss_policy(LossPolicy::SessionOnly),
+            )
+            .unwrap(),
         );
     }
     let latches = Arc::new(latches);

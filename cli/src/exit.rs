@@ -8,7 +8,7 @@ pub const BUSY: u8 = 75;
 pub const LOST: u8 = 76;
 /// ZooKeeper could not be reached, the session ended, or authentication failed (EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
-/// A bad lock path or other bad input (EX_USAGE).
+/// A bad lock path, a path holding the other naming format's nodes, or other bad input (EX_USAGE).
 pub const USAGE: u8 = 64;
 /// The command could not be executed (as a shell does).
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -37,7 +37,10 @@ impl From<zk_recipes::Error> for Failure {
     fn from(e: zk_recipes::Error) -> Failure {
         use zk_recipes::Error as E;
         let code = match &e {
-            E::InvalidPath { .. } | E::BadLeaseCount { .. } => USAGE,
+            E::InvalidPath { .. }
+            | E::BadLeaseCount { .. }
+            | E::FormatConflict { .. }
+            | E::UnsupportedFormat { .. } => USAGE,
             E::LockLost { .. } | E::NodeDeleted { .. } => LOST,
             E::Timeout(_) => BUSY,
             _ => UNAVAILABLE,

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use zk_recipes::{InterProcessMutex, LeaderLatch, Leadership, LockOptions};
+use zk_recipes::{InterProcessMutex, LatchOptions, LeaderLatch, Leadership, LockOptions};
 
 use crate::child::Ended;
 use crate::exit::Failure;
@@ -18,7 +18,7 @@ use crate::progress::Progress;
 const AFTER_HELP: &str = "\
 Exit codes:
   the command's own status (128+N if it was killed by signal N), or
-   64  bad input (an invalid lock path, say)
+   64  bad input (an invalid lock path, or a path holding the other --format's nodes)
    69  ZooKeeper unreachable, session expired, or authentication failed
    75  lock busy (--no-wait) or not acquired within --timeout
    76  lock or leadership lost while the command ran (it was sent SIGTERM, then SIGKILL)
@@ -32,6 +32,7 @@ Examples:
   zklock status /locks/nightly-report
   zklock status --json /locks/nightly-report
   zklock elect --id $(hostname) /election/scheduler -- ./scheduler
+  zklock --format kazoo run /locks/shared-with-python -- ./job   # beside kazoo's Lock
 
 The command sees ZKLOCK_FENCING_TOKEN (strictly increasing across holders: pass it to what you
 write, so that a stale holder's writes can be refused), ZKLOCK_PATH and ZKLOCK_NODE. If zklock dies,
@@ -43,12 +44,19 @@ struct Cli {
     /// ZooKeeper connect string, host:port[,host:port...][/chroot].
     #[arg(long, env = "ZK_CONNECT", global = true)]
     connect: Option<String>,
-    /// Session timeout: how long after zklock dies (or is cut off) others may take the lock.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, global = true)]
-    session_timeout: Duration,
+    /// Session timeout: how long after zklock dies (or is cut off) others may take the lock
+    /// [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration, global = true)]
+    session_timeout: Option<Duration>,
     /// Report waiting progress and lock events on stderr even when it is not a terminal.
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Node naming: `curator` (default; shares paths with Curator's recipes) or `kazoo`
+    /// (shares paths with kazoo's Lock and Election). The two must never share a path.
+    // No default_value on global args: clap would re-apply it at the subcommand and overwrite
+    // a value given before the subcommand.
+    #[arg(long, global = true)]
+    format: Option<zk_recipes::NodeFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -112,17 +120,14 @@ async fn connect(cli: &Cli) -> Result<zk_recipes::zookeeper_client::Client, Fail
     let connect = cli.connect.as_deref().ok_or_else(|| {
         Failure::new(exit::USAGE, "no ZooKeeper to talk to: pass --connect or set ZK_CONNECT")
     })?;
-    Ok(zk_recipes::connect(connect, cli.session_timeout).await?)
+    Ok(zk_recipes::connect(connect, cli.session_timeout.unwrap_or(Duration::from_secs(10))).await?)
 }
 
 async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     let client = connect(cli).await?;
     let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
-    let mutex = InterProcessMutex::with_options(
-        client,
-        &args.lockpath,
-        LockOptions::new().participant_id(id.clone()),
-    )?;
+    let options = LockOptions::new().participant_id(id.clone()).format(cli.format.unwrap_or_default());
+    let mutex = InterProcessMutex::with_options(client, &args.lockpath, options)?;
     let progress = Progress::new(cli.verbose);
     let acquiring = async {
         if args.no_wait {
@@ -190,7 +195,12 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
 async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let client = connect(cli).await?;
     let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
-    let latch = LeaderLatch::new(client, &args.electpath, &id)?;
+    let latch = LeaderLatch::with_options(
+        client,
+        &args.electpath,
+        &id,
+        LatchOptions::new().format(cli.format.unwrap_or_default()),
+    )?;
     latch.start()?;
     let progress = Progress::new(cli.verbose);
     let waiting =
@@ -237,7 +247,9 @@ fn main() -> ExitCode {
             Command::Run(args) => run(&cli, args).await,
             Command::Status(args) => {
                 let client = connect(&cli).await?;
-                status::show(client, &args.lockpath, args.json).await.map(|()| 0)
+                status::show(client, &args.lockpath, cli.format.unwrap_or_default(), args.json)
+                    .await
+                    .map(|()| 0)
             }
             Command::Elect(args) => elect(&cli, args).await,
         }

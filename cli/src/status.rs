@@ -4,7 +4,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 use zk_recipes::zookeeper_client::Client;
-use zk_recipes::{InterProcessMutex, InterProcessReadWriteLock, LeaderLatch, Participant};
+use zk_recipes::{
+    InterProcessMutex, InterProcessReadWriteLock, LatchOptions, LeaderLatch, LockOptions, NodeFormat,
+    Participant,
+};
 
 use crate::exit::{self, Failure};
 
@@ -20,21 +23,40 @@ struct Row {
 }
 
 /// The queue under `path`, read as a mutex, else a latch, else a read/write lock (whichever
-/// kind of node is there).
-async fn queue(client: Client, path: &str) -> Result<(&'static str, Vec<Participant>), Failure> {
-    let mutex = InterProcessMutex::new(client.clone(), path)?.participants().await?;
-    if !mutex.is_empty() {
-        return Ok(("lock", mutex));
+/// kind of node is there), in `format` names and then in the other format's.
+async fn queue(
+    client: Client,
+    path: &str,
+    format: NodeFormat,
+) -> Result<(&'static str, Vec<Participant>), Failure> {
+    let other = if format == NodeFormat::Kazoo { NodeFormat::Curator } else { NodeFormat::Kazoo };
+    for format in [format, other] {
+        let lock = LockOptions::new().format(format);
+        let mutex =
+            InterProcessMutex::with_options(client.clone(), path, lock.clone())?.participants().await?;
+        if !mutex.is_empty() {
+            return Ok(("lock", mutex));
+        }
+        let latch = LeaderLatch::with_options(
+            client.clone(),
+            path,
+            "zklock-status",
+            LatchOptions::new().format(format),
+        )?;
+        let latch = latch.participants().await?;
+        if !latch.is_empty() {
+            return Ok(("election", latch));
+        }
+        let rw = InterProcessReadWriteLock::with_options(client.clone(), path, lock)?.participants().await?;
+        if !rw.is_empty() {
+            return Ok(("read/write lock", rw));
+        }
     }
-    let latch = LeaderLatch::new(client.clone(), path, "zklock-status")?.participants().await?;
-    if !latch.is_empty() {
-        return Ok(("election", latch));
-    }
-    Ok(("read/write lock", InterProcessReadWriteLock::new(client, path)?.participants().await?))
+    Ok(("lock", Vec::new()))
 }
 
-pub async fn show(client: Client, path: &str, json: bool) -> Result<(), Failure> {
-    let (kind, queue) = queue(client, path).await?;
+pub async fn show(client: Client, path: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
+    let (kind, queue) = queue(client, path, format).await?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let rows: Vec<Row> = queue
         .into_iter()

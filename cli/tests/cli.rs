@@ -220,3 +220,24 @@ async fn errors_are_one_line_with_a_code_never_a_panic() {
     let out = Command::new(ZKLOCK).env_remove("ZK_CONNECT").args(["status", "/x"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_format_runs_and_a_curator_format_run_on_its_path_is_refused() {
+    let zk = ZkCluster::standalone().await.unwrap();
+    let c = zk.connect_string();
+    let holder = zklock(&c)
+        .args(["--format", "kazoo", "run", "--id", "py-style", "/locks/kz", "--", "sleep", "30"])
+        .spawn()
+        .unwrap();
+    eventually("kazoo-format holder", || queue_len(&c, "/locks/kz") == 1).await;
+    let out = zklock(&c).args(["status", "--json", "/locks/kz"]).output().unwrap();
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(rows[0]["node"].as_str().unwrap().contains("__lock__"), "{rows:?}");
+    let out = zklock(&c).args(["run", "/locks/kz", "--", "true"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("kazoo-format node"), "{err}");
+    assert_eq!(queue_len(&c, "/locks/kz"), 1, "the refused run left a node");
+    Command::new("kill").arg(holder.id().to_string()).status().unwrap();
+    finish(holder).await;
+}

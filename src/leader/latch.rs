@@ -10,15 +10,42 @@ use super::lifecycle::Lifecycle;
 use super::Leadership;
 use crate::error::{Error, Result};
 use crate::hold::Hold;
-use crate::naming::NameScheme;
+use crate::naming::{NameScheme, NodeFormat};
 use crate::participants::{self, Participant};
 use crate::path::LockPath;
 use crate::queue::{FirstN, Queue};
 use crate::status::{LockStatus, LossPolicy};
 
 /// Curator's latch marker: nodes are `_c_<uuid>-latch-<seq>`, data the participant id in UTF-8.
+/// In kazoo format a latch queues as kazoo's `Election` does, with `Lock` names (`__lock__`).
 const LATCH_MARKER: &str = "latch-";
 const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
+
+/// Options for a [`LeaderLatch`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LatchOptions {
+    policy: LossPolicy,
+    format: NodeFormat,
+}
+
+impl LatchOptions {
+    /// The defaults: [`LossPolicy::SuspendedIsLost`], Curator names.
+    pub fn new() -> LatchOptions {
+        LatchOptions::default()
+    }
+
+    /// Whether a suspended connection ends leadership.
+    pub fn loss_policy(mut self, policy: LossPolicy) -> LatchOptions {
+        self.policy = policy;
+        self
+    }
+
+    /// Curator's `LeaderLatch` names (default), or kazoo's `Election` (a `Lock`).
+    pub fn format(mut self, format: NodeFormat) -> LatchOptions {
+        self.format = format;
+        self
+    }
+}
 
 /// Leader election where the participant whose node is first in sequence order leads,
 /// interoperable with Curator's `LeaderLatch` on the same path.
@@ -54,6 +81,7 @@ pub struct LeaderLatch {
 
 struct Inner {
     queue: Queue,
+    marker: &'static str,
     id: String,
     policy: LossPolicy,
     life: Lifecycle,
@@ -75,18 +103,23 @@ impl LeaderLatch {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(client: Client, path: &str, id: &str) -> Result<LeaderLatch> {
-        Self::with_policy(client, path, id, LossPolicy::default())
+        Self::with_options(client, path, id, LatchOptions::default())
     }
 
-    /// As [`LeaderLatch::new`], with an explicit [`LossPolicy`] for connection suspension.
+    /// As [`LeaderLatch::new`], with a [`LossPolicy`] and a naming format.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn with_policy(client: Client, path: &str, id: &str, policy: LossPolicy) -> Result<LeaderLatch> {
+    pub fn with_options(client: Client, path: &str, id: &str, options: LatchOptions) -> Result<LeaderLatch> {
         let root = LockPath::new(path)?;
         let life = Lifecycle::new(root.as_str());
-        let queue = Queue::new(client, root, LATCH_SCHEME);
-        Ok(LeaderLatch { inner: Arc::new(Inner { queue, id: id.to_string(), policy, life }) })
+        let (scheme, marker) = match options.format {
+            NodeFormat::Curator => (LATCH_SCHEME, LATCH_MARKER),
+            kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
+        };
+        let queue = Queue::new(client, root, scheme);
+        let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, life };
+        Ok(LeaderLatch { inner: Arc::new(inner) })
     }
 
     /// Joins the election in a background task.
@@ -192,9 +225,17 @@ fn session_over(client: &Client) -> bool {
 async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()> {
     loop {
         let turn = async {
-            let (mut entry, children) = inner.queue.join(LATCH_MARKER, inner.id.as_bytes()).await?;
-            inner.queue.wait_turn(&mut entry, &FirstN(1), children).await?;
-            Ok::<_, Error>(entry)
+            let (mut entry, children) = inner.queue.join(inner.marker, inner.id.as_bytes()).await?;
+            match inner.queue.wait_turn(&mut entry, &FirstN(1), children).await {
+                Ok(()) => Ok(entry),
+                Err(e) => {
+                    // Leave before reporting, as the locks do.
+                    if let Err(leave) = entry.leave().await {
+                        tracing::debug!(error = %leave, "leaving the election after an error");
+                    }
+                    Err(e)
+                }
+            }
         };
         let entry = tokio::select! {
             // Dropping `turn` deletes our node (or a create in flight) in the background.

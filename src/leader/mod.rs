@@ -4,7 +4,7 @@ mod latch;
 mod lifecycle;
 mod selector;
 
-pub use latch::LeaderLatch;
+pub use latch::{LatchOptions, LeaderLatch};
 pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions};
 
 /// Whether we lead, and with which fencing token.

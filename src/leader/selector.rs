@@ -25,6 +25,7 @@ pub struct SelectorOptions {
     auto_requeue: bool,
     grace: Duration,
     policy: LossPolicy,
+    format: crate::NodeFormat,
 }
 
 impl SelectorOptions {
@@ -35,6 +36,7 @@ impl SelectorOptions {
             auto_requeue: false,
             grace: Duration::from_secs(5),
             policy: LossPolicy::default(),
+            format: crate::NodeFormat::default(),
         }
     }
 
@@ -48,6 +50,12 @@ impl SelectorOptions {
     /// drops (cancels) it. Leadership is reported lost at once either way.
     pub fn grace(mut self, grace: Duration) -> SelectorOptions {
         self.grace = grace;
+        self
+    }
+
+    /// Curator's lock names (default) or kazoo's.
+    pub fn format(mut self, format: crate::NodeFormat) -> SelectorOptions {
+        self.format = format;
         self
     }
 
@@ -121,7 +129,10 @@ impl LeaderSelector {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(client: Client, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
-        let lock_options = LockOptions::new().participant_id(options.id.clone()).loss_policy(options.policy);
+        let lock_options = LockOptions::new()
+            .participant_id(options.id.clone())
+            .loss_policy(options.policy)
+            .format(options.format);
         let core = InterProcessMutex::core(client, path, &lock_options, false)?;
         let life = Lifecycle::new(path);
         Ok(LeaderSelector {

@@ -109,6 +109,19 @@ impl Queue {
         queue
     }
 
+    /// `Err(FormatConflict)` if `children` has a node of the other naming format.
+    pub fn refuse_conflicts(&self, children: &[String]) -> Result<()> {
+        match self.scheme.conflicting(children) {
+            Some(node) => Err(Error::FormatConflict {
+                path: self.root.to_string(),
+                node: node.clone(),
+                ours: self.scheme.format,
+                theirs: crate::naming::NodeFormat::detect(node).unwrap_or_default(),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Lists the root's children; a missing root is an empty queue.
     pub async fn list(&self) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
@@ -218,13 +231,15 @@ impl Queue {
         }
     }
 
-    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it.
+    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it, and
+    /// `Err(FormatConflict)` when nodes of the other naming format share the path.
     pub fn decide(
         &self,
         entry: &Entry,
         rule: &dyn Admission,
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
+        self.refuse_conflicts(children)?;
         let queue = self.sorted(children);
         let me = queue
             .iter()

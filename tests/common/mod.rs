@@ -2,6 +2,8 @@
 //! `zk-testcluster`.
 #![allow(dead_code)]
 
+pub mod peers;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
