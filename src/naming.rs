@@ -274,4 +274,54 @@ mod tests {
         sort_queue(&mut q);
         assert_eq!(q.iter().map(|n| n.seq).collect::<Vec<_>>(), [-2, -1, 0, 1]);
     }
+
+    mod fuzz {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+
+        use super::super::*;
+        use super::LOCK;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+            /// No child name makes the parsers panic, and what parses ends with its sequence.
+            #[test]
+            fn parsing_any_name_never_panics(name in "\\PC{0,80}") {
+                if let Some(node) = LOCK.parse(&name) {
+                    let suffix = format!("{:010}", node.seq);
+                    prop_assert!(name.ends_with(&suffix), "{} does not end with {}", name, suffix);
+                }
+                let _ = NodeFormat::detect(&name);
+                let _ = LOCK.in_format(NodeFormat::Kazoo).parse(&name);
+            }
+
+            /// A queue, shuffled and mixed with foreign names, sorts back into creation order
+            /// wherever its sequence numbers start (so across the signed and unsigned wraps),
+            /// also when uuids repeat.
+            #[test]
+            fn queues_sort_into_creation_order_across_any_wrap(
+                start in any::<i32>(),
+                steps in vec(1u32..5000, 0..60),
+                foreign in vec("[a-z_-]{0,20}", 0..10),
+                same_uuid in any::<bool>(),
+            ) {
+                let mut seqs = vec![start];
+                for step in steps {
+                    let next = seqs[seqs.len() - 1].wrapping_add(step as i32);
+                    seqs.push(next);
+                }
+                let created: Vec<String> = seqs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| format!("_c_{}-lock-{s:010}", if same_uuid { "same".to_string() } else { format!("u{i}") }))
+                    .collect();
+                let mut children: Vec<String> = created.iter().cloned().chain(foreign).collect();
+                children.sort_by_key(|c| c.bytes().fold(start as u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
+                let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| LOCK.parse(c)).collect();
+                sort_queue(&mut queue);
+                prop_assert_eq!(queue.into_iter().map(|n| n.name).collect::<Vec<_>>(), created);
+            }
+        }
+    }
 }

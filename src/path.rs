@@ -121,4 +121,25 @@ mod tests {
         let long = format!("/{}", "x".repeat(LockPath::MAX_LEN));
         assert_eq!(reason(&long), PathError::TooLong { len: LockPath::MAX_LEN + 1, max: LockPath::MAX_LEN });
     }
+
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+            /// Any string: a typed error or a path that keeps every rule; never a panic.
+            #[test]
+            fn any_string_is_refused_or_valid(path in "(/|[a-z.]|\\PC){0,40}") {
+                if let Ok(p) = LockPath::new(path.clone()) {
+                    let p = p.as_str();
+                    prop_assert!(p.starts_with('/') && !p.ends_with('/') && p.len() <= LockPath::MAX_LEN);
+                    prop_assert!(p[1..].split('/').all(|seg| !seg.is_empty() && seg != "." && seg != ".."));
+                    prop_assert!(!p.contains('\0'));
+                }
+            }
+        }
+    }
 }

@@ -7,13 +7,19 @@ use std::sync::OnceLock;
 const CURATOR_JARS: &str = "/usr/share/java/curator-recipes.jar:/usr/share/java/slf4j-nop.jar";
 const SYSTEM_PYTHON: &str = "/usr/bin/python3";
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+/// The repository root: the first ancestor of this crate's manifest directory with `tests/peers`
+/// (this file is shared by the tests and the `zk-bench` crate).
+pub fn repo() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors().find(|d| d.join("tests/peers").is_dir()).unwrap_or(&here).to_path_buf()
 }
 
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    exe.parent().and_then(|deps| deps.parent()).expect("target dir").to_path_buf()
+/// The profile's target directory (`target/debug` or `target/release`), from the running binary
+/// (a test in `deps/`, or a binary beside `deps/`).
+pub fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("binary path");
+    let dir = exe.parent().expect("binary dir");
+    if dir.ends_with("deps") { dir.parent().expect("target dir") } else { dir }.to_path_buf()
 }
 
 /// Compiles `CuratorPeer.java` once (per source change) into `target/<profile>/peers/curator`.

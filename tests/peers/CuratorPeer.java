@@ -3,7 +3,15 @@
 //   java CuratorPeer lock  CONNECT PATH ROUNDS COUNTER EVENTS OCCUPANCY ID SESSION_MS
 //   java CuratorPeer hold  CONNECT PATH ID SESSION_MS      (prints HOLDING <seq>; releases on stdin EOF or "release")
 //   java CuratorPeer latch CONNECT PATH ID SESSION_MS      (prints LEADER / NOT_LEADER; quits on stdin EOF or "quit")
-//   java CuratorPeer bench CONNECT PATH SECONDS ID SESSION_MS   (loops acquire/release; prints COUNT <n>)
+//   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS
+//       N threads, each with its own session, loop acquire -> critical section -> release from
+//       "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines (System.nanoTime,
+//       CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
+//   java CuratorPeer many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS
+//       THREADS threads share one session, cycling acquire/release over LOCKS paths; prints COUNT <n>.
+//   java CuratorPeer queue CONNECT PATH N SESSION_MS
+//       one session holds the lock, prints BASE, and on "spawn" queues N threads behind it; prints
+//       QUEUED, then on "go" releases and prints DRAINED_NS <ns> once all N have acquired and released.
 //
 // In `lock` mode each round takes InterProcessMutex, creates OCCUPANCY exclusively (it exits 3
 // if another process is inside), appends "enter ID SEQ" to EVENTS, increments the COUNTER node
@@ -123,20 +131,131 @@ public class CuratorPeer {
                 client.close();
                 break;
             }
-            case "bench": {
-                CuratorFramework client = connect(args[1], Integer.parseInt(args[5]));
-                InterProcessMutex mutex = new InterProcessMutex(client, args[2]);
+            case "contend": {
+                String connect = args[1], path = args[2];
+                int n = Integer.parseInt(args[3]);
+                long csNanos = Long.parseLong(args[4]) * 1000L;
+                Path out = Paths.get(args[5]);
+                int sessionMs = Integer.parseInt(args[6]);
+                CuratorFramework[] clients = new CuratorFramework[n];
+                for (int i = 0; i < n; i++) {
+                    clients[i] = connect(connect, sessionMs);
+                }
+                java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean(false);
+                java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+                java.util.List<StringBuilder> logs = new java.util.ArrayList<>();
+                Thread[] threads = new Thread[n];
+                for (int i = 0; i < n; i++) {
+                    StringBuilder log = new StringBuilder();
+                    logs.add(log);
+                    InterProcessMutex mutex = new InterProcessMutex(clients[i], path);
+                    threads[i] = new Thread(() -> {
+                        try {
+                            go.await();
+                            while (!stop.get()) {
+                                mutex.acquire();
+                                long acquired = System.nanoTime();
+                                long until = acquired + csNanos;
+                                while (System.nanoTime() < until) { Thread.onSpinWait(); }
+                                long releasing = System.nanoTime();
+                                mutex.release();
+                                log.append(acquired).append(' ').append(releasing).append('\n');
+                            }
+                        } catch (Exception e) {
+                            e.printStackTrace();
+                            System.exit(4);
+                        }
+                    });
+                    threads[i].start();
+                }
                 System.out.println("READY");
                 System.out.flush();
                 waitForStdin("go");
-                long end = System.nanoTime() + (long) (Double.parseDouble(args[3]) * 1e9);
-                long count = 0;
-                while (System.nanoTime() < end) {
-                    mutex.acquire();
-                    count++;
-                    mutex.release();
+                go.countDown();
+                waitForStdin("stop");
+                stop.set(true);
+                for (Thread t : threads) { t.join(); }
+                StringBuilder all = new StringBuilder();
+                for (StringBuilder log : logs) { all.append(log); }
+                Files.write(out, all.toString().getBytes(StandardCharsets.UTF_8));
+                System.out.println("DONE");
+                System.out.flush();
+                waitForStdin("exit");
+                for (CuratorFramework c : clients) { c.close(); }
+                break;
+            }
+            case "many": {
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[6]));
+                String prefix = args[2];
+                int locks = Integer.parseInt(args[3]), nthreads = Integer.parseInt(args[4]);
+                double seconds = Double.parseDouble(args[5]);
+                java.util.concurrent.atomic.AtomicLong count = new java.util.concurrent.atomic.AtomicLong();
+                System.out.println("READY");
+                System.out.flush();
+                waitForStdin("go");
+                long end = System.nanoTime() + (long) (seconds * 1e9);
+                Thread[] threads = new Thread[nthreads];
+                for (int t = 0; t < nthreads; t++) {
+                    final int start = t;
+                    threads[t] = new Thread(() -> {
+                        try {
+                            int i = start;
+                            while (System.nanoTime() < end) {
+                                InterProcessMutex mutex = new InterProcessMutex(client, prefix + "/l" + (i % locks));
+                                mutex.acquire();
+                                mutex.release();
+                                count.incrementAndGet();
+                                i += nthreads;
+                            }
+                        } catch (Exception e) {
+                            e.printStackTrace();
+                            System.exit(4);
+                        }
+                    });
+                    threads[t].start();
                 }
-                System.out.println("COUNT " + count);
+                for (Thread t : threads) { t.join(); }
+                System.out.println("COUNT " + count.get());
+                System.out.flush();
+                waitForStdin("exit");
+                client.close();
+                break;
+            }
+            case "queue": {
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[4]));
+                String path = args[2];
+                int n = Integer.parseInt(args[3]);
+                InterProcessMutex holder = new InterProcessMutex(client, path);
+                holder.acquire();
+                System.out.println("BASE");
+                System.out.flush();
+                waitForStdin("spawn");
+                java.util.concurrent.CountDownLatch drained = new java.util.concurrent.CountDownLatch(n);
+                for (int i = 0; i < n; i++) {
+                    InterProcessMutex m = new InterProcessMutex(client, path);
+                    Thread t = new Thread(() -> {
+                        try {
+                            m.acquire();
+                            m.release();
+                            drained.countDown();
+                        } catch (Exception e) {
+                            e.printStackTrace();
+                            System.exit(4);
+                        }
+                    });
+                    t.setDaemon(true);
+                    t.start();
+                }
+                while (client.getChildren().forPath(path).size() < n + 1) { Thread.sleep(20); }
+                System.out.println("QUEUED");
+                System.out.flush();
+                waitForStdin("go");
+                long t0 = System.nanoTime();
+                holder.release();
+                drained.await();
+                System.out.println("DRAINED_NS " + (System.nanoTime() - t0));
+                System.out.flush();
+                waitForStdin("exit");
                 client.close();
                 break;
             }

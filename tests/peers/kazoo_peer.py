@@ -3,7 +3,11 @@
     kazoo_peer.py lock  CONNECT PATH ROUNDS COUNTER EVENTS OCCUPANCY ID SESSION_MS
     kazoo_peer.py hold  CONNECT PATH ID SESSION_MS [lock|read|write]
                                     (prints HOLDING <seq>; releases on stdin EOF or "release")
-    kazoo_peer.py bench CONNECT PATH SECONDS ID SESSION_MS
+    kazoo_peer.py contend CONNECT PATH N CS_MICROS OUT SESSION_MS
+        N threads, each with its own session, loop acquire -> critical section -> release from
+        "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines
+        (time.monotonic_ns, CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
+    kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
 
 `lock` mode follows the same protocol as CuratorPeer.java: exclusive OCCUPANCY file (exit 3 on
 overlap), "enter ID SEQ" / "exit ID SEQ" lines in EVENTS, a read-modify-write COUNTER.
@@ -12,6 +16,7 @@ overlap), "enter ID SEQ" / "exit ID SEQ" lines in EVENTS, a read-modify-write CO
 import os
 import re
 import sys
+import threading
 import time
 
 from kazoo.client import KazooClient
@@ -70,19 +75,72 @@ def main():
         lock.release()
         client.stop()
         print("RELEASED", flush=True)
-    elif mode == "bench":
-        hosts, path, seconds, ident, session = sys.argv[2:7]
-        client = connect(hosts, int(session))
-        lock = client.Lock(path, ident)
+    elif mode == "contend":
+        hosts, path, n, cs_us, out, session = sys.argv[2:8]
+        n, cs_ns = int(n), int(cs_us) * 1000
+        clients = [connect(hosts, int(session)) for _ in range(n)]
+        go, stop = threading.Event(), threading.Event()
+        logs = [[] for _ in range(n)]
+
+        def contender(i):
+            lock = clients[i].Lock(path, "bench-%d" % i)
+            go.wait()
+            while not stop.is_set():
+                lock.acquire()
+                acquired = time.monotonic_ns()
+                until = acquired + cs_ns
+                while time.monotonic_ns() < until:
+                    pass
+                releasing = time.monotonic_ns()
+                lock.release()
+                logs[i].append("%d %d" % (acquired, releasing))
+
+        threads = [threading.Thread(target=contender, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
         print("READY", flush=True)
         wait_for_stdin("go")
-        end = time.monotonic() + float(seconds)
-        count = 0
-        while time.monotonic() < end:
+        go.set()
+        wait_for_stdin("stop")
+        stop.set()
+        for t in threads:
+            t.join()
+        with open(out, "w") as f:
+            for log in logs:
+                for line in log:
+                    f.write(line + "\n")
+        print("DONE", flush=True)
+        wait_for_stdin("exit")
+        for c in clients:
+            c.stop()
+    elif mode == "queue":
+        hosts, path, n, session = sys.argv[2:6]
+        n = int(n)
+        client = connect(hosts, int(session))
+        holder = client.Lock(path, "holder")
+        holder.acquire()
+        print("BASE", flush=True)
+        wait_for_stdin("spawn")
+        done = threading.Semaphore(0)
+
+        def waiter(i):
+            lock = client.Lock(path, "w%d" % i)
             lock.acquire()
-            count += 1
             lock.release()
-        print("COUNT %d" % count, flush=True)
+            done.release()
+
+        for i in range(n):
+            threading.Thread(target=waiter, args=(i,), daemon=True).start()
+        while len(client.get_children(path)) < n + 1:
+            time.sleep(0.02)
+        print("QUEUED", flush=True)
+        wait_for_stdin("go")
+        t0 = time.monotonic_ns()
+        holder.release()
+        for _ in range(n):
+            done.acquire()
+        print("DRAINED_NS %d" % (time.monotonic_ns() - t0), flush=True)
+        wait_for_stdin("exit")
         client.stop()
     else:
         sys.stderr.write("unknown mode %s\n" % mode)

@@ -1,0 +1,586 @@
+//! Fault injection: mutual exclusion under ZooKeeper leader loss, follower freezes, client
+//! partitions and cuts, paused and killed worker processes; fencing as the final guard.
+//!
+//! ```text
+//! cargo run --release --example chaos -- [--seconds S] [--seed N]     # default 60 s per phase
+//! ```
+//! A 3-node ensemble; K=6 workers in 2 OS processes, each worker with its own session through its
+//! own fault proxy. A worker that holds the lock (phase 1: `InterProcessMutex`; phase 2:
+//! `LeaderLatch`) writes to a fenced "storage server" inside this program: `BEGIN token` …
+//! `END token`, refused when a newer token has begun (Kleppmann's fencing). The server keeps the
+//! unfenced view of the same writes too, to show what the lock alone guarantees. Faults come at
+//! seeded random times; the checker then verifies: no two accepted writes overlap, accepted
+//! tokens strictly increase, every refused writer was told it lost the lock (`lost()`:
+//! Lost, or Suspended under the default policy), and the lock directory ends empty. Exits 1 on any
+//! violation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
+use tokio::net::{TcpListener, TcpStream};
+use zk_recipes::{InterProcessMutex, LeaderLatch, Leadership, LockOptions};
+use zk_testcluster::{FaultProxy, Mode, ZkCluster};
+
+const SESSION: Duration = Duration::from_secs(2);
+const WORKERS_PER_PROCESS: usize = 3;
+const PROCESSES: usize = 2;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+// ------------------------------------------------------------------ the fenced resource
+
+#[derive(Clone, Debug)]
+struct Write {
+    token: u64,
+    worker: String,
+    begin: Duration,
+    end: Duration,
+    /// Passed the fence at BEGIN (so the holder went on to do the work).
+    begun: bool,
+    /// Passed the fence at BEGIN and at END: the storage accepted it.
+    fenced_ok: bool,
+}
+
+#[derive(Default)]
+struct Resource {
+    max: u64,
+    open: HashMap<(String, u64), (Duration, bool)>,
+    writes: Vec<Write>,
+    lost_seen: Vec<(String, u64, u64)>,
+    lost_unseen: Vec<(String, u64)>,
+}
+
+/// Serves `BEGIN w t`, `END w t`, `LOSTSEEN w t ms`, `LOSTUNSEEN w t` lines; replies OK or REJECT.
+async fn serve(listener: TcpListener, state: Arc<Mutex<Resource>>, epoch: Instant) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { return };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut lines = AsyncBufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let now = epoch.elapsed();
+                let reply = {
+                    let mut r = state.lock().unwrap();
+                    match parts.as_slice() {
+                        ["BEGIN", w, t] => {
+                            let t: u64 = t.parse().unwrap_or(0);
+                            if t >= r.max {
+                                r.max = t;
+                                r.open.insert((w.to_string(), t), (now, true));
+                                "OK"
+                            } else {
+                                let refused = Write {
+                                    token: t,
+                                    worker: w.to_string(),
+                                    begin: now,
+                                    end: now,
+                                    begun: false,
+                                    fenced_ok: false,
+                                };
+                                r.writes.push(refused);
+                                "REJECT"
+                            }
+                        }
+                        ["END", w, t] => {
+                            let t: u64 = t.parse().unwrap_or(0);
+                            let (begin, _) = r.open.remove(&(w.to_string(), t)).unwrap_or((now, false));
+                            let ok = t >= r.max;
+                            r.writes.push(Write {
+                                token: t,
+                                worker: w.to_string(),
+                                begin,
+                                end: now,
+                                begun: true,
+                                fenced_ok: ok,
+                            });
+                            if ok {
+                                "OK"
+                            } else {
+                                "REJECT"
+                            }
+                        }
+                        ["LOSTSEEN", w, t, ms] => {
+                            let entry = (w.to_string(), t.parse().unwrap_or(0), ms.parse().unwrap_or(0));
+                            r.lost_seen.push(entry);
+                            "OK"
+                        }
+                        ["LOSTUNSEEN", w, t] => {
+                            let entry = (w.to_string(), t.parse().unwrap_or(0));
+                            r.lost_unseen.push(entry);
+                            "OK"
+                        }
+                        _ => "ERR",
+                    }
+                };
+                if write.write_all(format!("{reply}\n").as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+// ------------------------------------------------------------------ workers (child processes)
+
+struct ResourceClient {
+    lines: tokio::io::Lines<AsyncBufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl ResourceClient {
+    async fn connect(addr: &str) -> Result<ResourceClient, Error> {
+        let (read, write) = TcpStream::connect(addr).await?.into_split();
+        Ok(ResourceClient { lines: AsyncBufReader::new(read).lines(), write })
+    }
+
+    async fn ask(&mut self, line: String) -> Result<bool, Error> {
+        self.write.write_all(format!("{line}\n").as_bytes()).await?;
+        Ok(self.lines.next_line().await?.as_deref() == Some("OK"))
+    }
+}
+
+/// After a refused write: were we told the lock is lost? Reports how long it took to learn.
+async fn report_loss(
+    res: &mut ResourceClient,
+    id: &str,
+    token: u64,
+    lost: impl std::future::Future<Output = ()>,
+) -> Result<(), Error> {
+    let t0 = Instant::now();
+    match tokio::time::timeout(SESSION * 3, lost).await {
+        Ok(()) => res.ask(format!("LOSTSEEN {id} {token} {}", t0.elapsed().as_millis())).await?,
+        Err(_) => res.ask(format!("LOSTUNSEEN {id} {token}")).await?,
+    };
+    Ok(())
+}
+
+async fn mutex_worker(
+    id: String,
+    connect: String,
+    path: String,
+    addr: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+) -> Result<(), Error> {
+    let mut rng = Rng(seed);
+    let mut res = ResourceClient::connect(&addr).await?;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        // A session that expired can't be used again: every round may need a new client.
+        let Ok(client) = zk_recipes::connect(&connect, SESSION).await else { continue };
+        let mutex = InterProcessMutex::with_options(
+            client.clone(),
+            &path,
+            LockOptions::new().participant_id(id.clone()),
+        )?;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let guard = match mutex.acquire().await {
+                Ok(g) => g,
+                Err(zk_recipes::Error::SessionExpired) => break,
+                Err(_) => continue,
+            };
+            let token = guard.fencing_token();
+            if res.ask(format!("BEGIN {id} {token}")).await? {
+                tokio::time::sleep(Duration::from_millis(5 + rng.below(35))).await; // the work; a pause may land here
+                if !res.ask(format!("END {id} {token}")).await? {
+                    report_loss(&mut res, &id, token, guard.lost()).await?;
+                }
+            } else {
+                report_loss(&mut res, &id, token, guard.lost()).await?;
+            }
+            let _ = guard.release().await;
+        }
+        mutex.settled().await;
+    }
+    Ok(())
+}
+
+async fn latch_worker(
+    id: String,
+    connect: String,
+    path: String,
+    addr: String,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+) -> Result<(), Error> {
+    let mut rng = Rng(seed);
+    let mut res = ResourceClient::connect(&addr).await?;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let Ok(client) = zk_recipes::connect(&connect, SESSION).await else { continue };
+        let latch = LeaderLatch::new(client, &path, &id)?;
+        latch.start()?;
+        let mut changes = latch.leadership();
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let token = match tokio::time::timeout(Duration::from_millis(200), latch.await_leadership()).await
+            {
+                Ok(Ok(token)) => token,
+                Ok(Err(_)) => break, // the election stopped (session expired): a new client
+                Err(_) => continue,
+            };
+            // Lead: write while Leader.
+            let lost = changes.wait_for(|l| *l == Leadership::NotLeader);
+            tokio::pin!(lost);
+            let mut refused = false;
+            while !refused && !stop.load(std::sync::atomic::Ordering::Relaxed) && latch.has_leadership() {
+                if res.ask(format!("BEGIN {id} {token}")).await? {
+                    tokio::time::sleep(Duration::from_millis(5 + rng.below(35))).await;
+                    refused = !res.ask(format!("END {id} {token}")).await?;
+                } else {
+                    refused = true;
+                }
+            }
+            if refused {
+                report_loss(&mut res, &id, token, async {
+                    let _ = (&mut lost).await;
+                })
+                .await?;
+            }
+        }
+        latch.close().await;
+    }
+    Ok(())
+}
+
+fn worker_main(args: &[String]) -> Result<(), Error> {
+    let get = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .ok_or(format!("missing {name}"))
+    };
+    let (addr, path, mode, seed) =
+        (get("--resource")?, get("--path")?, get("--mode")?, get("--seed")?.parse::<u64>()?);
+    let ids: Vec<String> = get("--ids")?.split(',').map(str::to_string).collect();
+    let connects: Vec<String> = get("--connects")?.split(';').map(str::to_string).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
+            let (path, addr, stop, mode) = (path.clone(), addr.clone(), stop.clone(), mode.clone());
+            let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            tasks.push(tokio::spawn(async move {
+                if mode == "latch" {
+                    latch_worker(id, connect, path, addr, stop, seed).await
+                } else {
+                    mutex_worker(id, connect, path, addr, stop, seed).await
+                }
+            }));
+        }
+        // "stop" on stdin ends the run.
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        })
+        .await?;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in tasks {
+            let _ = tokio::time::timeout(SESSION * 10, t).await;
+        }
+        Ok::<(), Error>(())
+    })
+}
+
+// ------------------------------------------------------------------ the orchestrator
+
+/// xorshift64*: seeded and replayable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Fault {
+    KillZkLeader,
+    FreezeZkFollower,
+    PartitionClient,
+    ShortCut,
+    PauseWorkerProcess,
+    KillWorkerProcess,
+}
+
+const FAULTS: [Fault; 6] = [
+    Fault::KillZkLeader,
+    Fault::FreezeZkFollower,
+    Fault::PartitionClient,
+    Fault::ShortCut,
+    Fault::PauseWorkerProcess,
+    Fault::KillWorkerProcess,
+];
+
+struct WorkerProcess {
+    child: Child,
+    ids: Vec<String>,
+}
+
+fn spawn_process(
+    p: usize,
+    proxies: &[FaultProxy],
+    addr: &str,
+    path: &str,
+    mode: &str,
+    seed: u64,
+) -> Result<WorkerProcess, Error> {
+    let ids: Vec<String> = (0..WORKERS_PER_PROCESS).map(|i| format!("p{p}w{i}")).collect();
+    let connects: Vec<String> =
+        (0..WORKERS_PER_PROCESS).map(|i| proxies[p * WORKERS_PER_PROCESS + i].connect_string()).collect();
+    let child = Command::new(std::env::current_exe()?)
+        .args(["--worker", "--resource", addr, "--path", path, "--mode", mode, "--seed", &seed.to_string()])
+        .args(["--ids", &ids.join(","), "--connects", &connects.join(";")])
+        .stdin(Stdio::piped())
+        .spawn()?;
+    Ok(WorkerProcess { child, ids })
+}
+
+fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill").args([sig, &pid.to_string()]).status();
+}
+
+struct PhaseReport {
+    lines: Vec<String>,
+    violations: usize,
+}
+
+async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
+    let mut zk = ZkCluster::ensemble(3).await?;
+    let mut rng = Rng(seed);
+    let epoch = Instant::now();
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let state = Arc::new(Mutex::new(Resource::default()));
+    tokio::spawn(serve(listener, state.clone(), epoch));
+    let proxies: Vec<FaultProxy> =
+        (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
+    let path = format!("/chaos/{mode}");
+    let mut procs: Vec<WorkerProcess> = (0..PROCESSES)
+        .map(|p| spawn_process(p, &proxies, &addr, &path, mode, rng.next()))
+        .collect::<Result<_, _>>()?;
+    let mut injected: Vec<(Fault, Duration)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    // Each fault type in turn, in a seeded order, at seeded random times.
+    let mut order = FAULTS.to_vec();
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1500 + rng.below(2000))).await;
+        if order.is_empty() {
+            order = FAULTS.to_vec();
+        }
+        let fault = order.remove(rng.below(order.len() as u64) as usize);
+        // Process faults land mid-critical-section: wait (bounded) until some worker holds.
+        let holding = {
+            let mut found = None;
+            let until = Instant::now() + Duration::from_secs(1);
+            while matches!(fault, Fault::PauseWorkerProcess | Fault::KillWorkerProcess)
+                && found.is_none()
+                && Instant::now() < until
+            {
+                // The latest BEGIN without END is the current holder (a killed worker's stays open).
+                found = state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .open
+                    .iter()
+                    .max_by_key(|(_, (begin, _))| *begin)
+                    .map(|((w, _), _)| w.clone());
+                if found.is_none() {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            found
+        };
+        let at = epoch.elapsed();
+        let holder_proc = holding
+            .as_ref()
+            .and_then(|w| procs.iter().position(|p| p.ids.contains(w)))
+            .unwrap_or(rng.below(PROCESSES as u64) as usize);
+        match fault {
+            Fault::KillZkLeader => {
+                if let Ok(i) = zk.leader().await {
+                    zk.kill(i).await?;
+                    tokio::time::sleep(Duration::from_millis(800)).await;
+                    zk.restart(i).await?;
+                }
+            }
+            Fault::FreezeZkFollower => {
+                let mut follower = None;
+                for i in 0..zk.len() {
+                    if zk.mode(i).await == Some(Mode::Follower) {
+                        follower = Some(i);
+                    }
+                }
+                if let Some(i) = follower {
+                    zk.freeze(i)?;
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    zk.thaw(i)?;
+                }
+            }
+            Fault::PartitionClient => {
+                let k = rng.below(proxies.len() as u64) as usize;
+                proxies[k].blackhole();
+                tokio::time::sleep(SESSION * 3 / 2).await;
+                proxies[k].heal();
+            }
+            Fault::ShortCut => proxies[rng.below(proxies.len() as u64) as usize].cut(),
+            Fault::PauseWorkerProcess => {
+                let pid = procs[holder_proc].child.id();
+                signal(pid, "-STOP");
+                if std::env::var_os("CHAOS_TRACE").is_some() {
+                    let open = state.lock().unwrap_or_else(|e| e.into_inner()).open.clone();
+                    eprintln!(
+                        "pause p{holder_proc} ({:?}); holding before: {holding:?}; open now: {open:?}",
+                        procs[holder_proc].ids
+                    );
+                }
+                tokio::time::sleep(SESSION * 3 / 2).await; // a "GC pause" past the session timeout
+                signal(pid, "-CONT");
+            }
+            Fault::KillWorkerProcess => {
+                let _ = procs[holder_proc].child.kill();
+                let _ = procs[holder_proc].child.wait();
+                procs[holder_proc] = spawn_process(holder_proc, &proxies, &addr, &path, mode, rng.next())?;
+            }
+        }
+        injected.push((fault, at));
+    }
+    for p in &mut procs {
+        if let Some(stdin) = p.child.stdin.as_mut() {
+            let _ = writeln!(stdin, "stop");
+        }
+    }
+    for mut p in procs {
+        let _ = tokio::task::spawn_blocking(move || p.child.wait()).await;
+    }
+    // Ephemeral nodes of killed sessions go when those sessions expire.
+    let admin = zk_recipes::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let empty_by = Instant::now() + SESSION * 10;
+    let mut left = admin.list_children(&path).await.unwrap_or_default();
+    while !left.is_empty() && Instant::now() < empty_by {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = admin.list_children(&path).await.unwrap_or_default();
+    }
+    let report = check(mode, &state.lock().unwrap_or_else(|e| e.into_inner()), &injected, left.len(), secs);
+    Ok(report)
+}
+
+fn check(
+    mode: &str,
+    r: &Resource,
+    injected: &[(Fault, Duration)],
+    leftover: usize,
+    secs: u64,
+) -> PhaseReport {
+    let mut accepted: Vec<&Write> = r.writes.iter().filter(|w| w.fenced_ok).collect();
+    accepted.sort_by_key(|w| w.begin);
+    // Violation times: the second write of an overlapping or out-of-order accepted pair.
+    // Tokens must grow from one holder to the next (a leader writes many times in one term,
+    // with one token): a lower token, or the same token from another worker, is a violation.
+    let stale =
+        |w: &[&Write]| w[1].token < w[0].token || (w[1].token == w[0].token && w[1].worker != w[0].worker);
+    let mut bad: Vec<Duration> =
+        accepted.windows(2).filter(|w| w[1].begin < w[0].end || stale(w)).map(|w| w[1].begin).collect();
+    let (overlaps, token_order) = (
+        accepted.windows(2).filter(|w| w[1].begin < w[0].end).count(),
+        accepted.windows(2).filter(|w| stale(w)).count(),
+    );
+    // Without fencing: every write a holder went on to do, overlapping another worker's.
+    let mut done: Vec<&Write> = r.writes.iter().filter(|w| w.begun).collect();
+    done.sort_by_key(|w| w.begin);
+    let unfenced_overlaps = done
+        .iter()
+        .enumerate()
+        .filter(|(i, w)| done[i + 1..].iter().take_while(|x| x.begin < w.end).any(|x| x.worker != w.worker))
+        .count();
+    let refused = r.writes.iter().filter(|w| !w.fenced_ok).count();
+    let unseen = r.lost_unseen.len();
+    bad.extend(std::iter::repeat(Duration::MAX).take(unseen + leftover)); // not tied to a moment: the last fault
+    let violations = overlaps + token_order + unseen + leftover;
+    let mut lines = vec![
+        format!("phase {mode}: {secs} s, {} faults, {} writes attempted, {} accepted, {refused} refused by fencing", injected.len(), r.writes.len(), accepted.len()),
+        format!("  accepted writes overlapping: {overlaps}; accepted tokens not increasing: {token_order} (so every write of a paused or expired holder was refused or came before its loss)"),
+        format!("  refused writers told their lock was lost: {} (at most {} ms after the refusal); not told: {unseen}", r.lost_seen.len(), r.lost_seen.iter().map(|x| x.2).max().unwrap_or(0)),
+        format!("  nodes left in the lock directory after the workers stopped: {leftover}"),
+        format!("  without fencing (every write a holder went on to do): {unfenced_overlaps} overlapped another holder's write"),
+        format!("  {:<20} {:>8} {:>11} {:>11} {:>28}", "fault", "injected", "operations", "violations", "longest gap with no holder"),
+    ];
+    let mut by_type: BTreeMap<Fault, (usize, usize, usize, Duration)> = BTreeMap::new();
+    for (i, (fault, at)) in injected.iter().enumerate() {
+        let until = injected.get(i + 1).map_or(Duration::MAX, |n| n.1);
+        let ops = accepted.iter().filter(|w| w.begin >= *at && w.begin < until).count();
+        let faults_here =
+            bad.iter().filter(|t| **t >= *at && (**t < until || (until == Duration::MAX))).count();
+        let gap = accepted.iter().find(|w| w.begin >= *at).map_or(Duration::ZERO, |w| w.begin - *at);
+        let e = by_type.entry(*fault).or_default();
+        e.0 += 1;
+        e.1 += ops;
+        e.2 += faults_here;
+        e.3 = e.3.max(gap);
+    }
+    for (fault, (n, ops, v, gap)) in by_type {
+        lines.push(format!(
+            "  {:<20} {:>8} {:>11} {:>11} {:>25} ms",
+            format!("{fault:?}"),
+            n,
+            ops,
+            v,
+            gap.as_millis()
+        ));
+    }
+    PhaseReport { lines, violations }
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--worker") {
+        if let Err(e) = worker_main(&args) {
+            eprintln!("chaos worker: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    let secs: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seed: u64 = arg("--seed").and_then(|s| s.parse().ok()).unwrap_or(0xc4a05);
+    println!(
+        "chaos: seed {seed} (replay with --seed {seed}), {secs} s per phase, session timeout {SESSION:?}"
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let mut violations = 0;
+    for mode in ["mutex", "latch"] {
+        match rt.block_on(phase(mode, secs, seed)) {
+            Ok(report) => {
+                for l in &report.lines {
+                    println!("{l}");
+                }
+                violations += report.violations;
+            }
+            Err(e) => {
+                eprintln!("chaos phase {mode} failed to run: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    println!("violations: {violations}");
+    let _ = std::io::stdout().flush();
+    if violations > 0 {
+        std::process::exit(1);
+    }
+}
