@@ -160,14 +160,18 @@ async fn report_loss(
     Ok(())
 }
 
-async fn mutex_worker(
+/// One worker: its id and session's connect string, the lock path, the resource's address.
+struct Worker {
     id: String,
     connect: String,
     path: String,
     addr: String,
     stop: Arc<std::sync::atomic::AtomicBool>,
     seed: u64,
-) -> Result<(), Error> {
+}
+
+async fn mutex_worker(w: Worker) -> Result<(), Error> {
+    let Worker { id, connect, path, addr, stop, seed } = w;
     let mut rng = Rng(seed);
     let mut res = ResourceClient::connect(&addr).await?;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -200,14 +204,8 @@ async fn mutex_worker(
     Ok(())
 }
 
-async fn latch_worker(
-    id: String,
-    connect: String,
-    path: String,
-    addr: String,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    seed: u64,
-) -> Result<(), Error> {
+async fn latch_worker(w: Worker) -> Result<(), Error> {
+    let Worker { id, connect, path, addr, stop, seed } = w;
     let mut rng = Rng(seed);
     let mut res = ResourceClient::connect(&addr).await?;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -265,11 +263,12 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
         for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
             let (path, addr, stop, mode) = (path.clone(), addr.clone(), stop.clone(), mode.clone());
             let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let worker = Worker { id, connect, path, addr, stop, seed };
             tasks.push(tokio::spawn(async move {
                 if mode == "latch" {
-                    latch_worker(id, connect, path, addr, stop, seed).await
+                    latch_worker(worker).await
                 } else {
-                    mutex_worker(id, connect, path, addr, stop, seed).await
+                    mutex_worker(worker).await
                 }
             }));
         }

@@ -82,6 +82,14 @@ pub enum Error {
         source: zookeeper_client::Error,
     },
 
+    /// The connect string's chroot does not exist (connect with
+    /// [`crate::ConnectOptions::create_chroot`] to create it).
+    #[error("the chroot {chroot} does not exist on the server")]
+    ChrootMissing {
+        /// The chroot path.
+        chroot: String,
+    },
+
     /// The server refused our credentials for this path (ACL).
     #[error("not authorized for {op} on {path}")]
     NoAuth {

@@ -33,7 +33,7 @@ mod semaphore;
 mod semaphore_mutex;
 mod status;
 
-pub use connect::connect;
+pub use connect::{connect, connect_with, ConnectOptions};
 pub use error::{Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;

@@ -71,7 +71,8 @@ impl InterProcessMutex {
         options: &LockOptions,
         reentrant: bool,
     ) -> Result<LockCore> {
-        let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format));
+        let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
+            .with_acls(options.acls.clone());
         let recipe = if reentrant { "mutex" } else { "semaphore-mutex" };
         let marker = options.format.marker(LOCK_MARKER);
         let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant };

@@ -1,5 +1,9 @@
 //! Options shared by the lock recipes.
 
+use std::sync::Arc;
+
+use zookeeper_client::{Acl, Acls};
+
 use crate::naming::NodeFormat;
 use crate::status::LossPolicy;
 
@@ -9,6 +13,7 @@ pub struct LockOptions {
     pub(crate) participant_id: Option<String>,
     pub(crate) loss_policy: LossPolicy,
     pub(crate) format: NodeFormat,
+    pub(crate) acls: Option<Arc<[Acl]>>,
 }
 
 impl LockOptions {
@@ -33,6 +38,14 @@ impl LockOptions {
     /// The node naming format, for sharing a path with Curator (the default) or kazoo clients.
     pub fn format(mut self, format: NodeFormat) -> LockOptions {
         self.format = format;
+        self
+    }
+
+    /// The ACLs of the nodes the recipe creates, parents included (default: open to anyone, as
+    /// Curator's). With digest credentials on the client, `Acls::creator_all()` makes our nodes
+    /// ours alone: nobody else can delete them or set `__REVOKE__` on them.
+    pub fn acls(mut self, acls: Acls<'_>) -> LockOptions {
+        self.acls = Some(Arc::from(acls.to_vec()));
         self
     }
 

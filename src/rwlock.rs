@@ -97,7 +97,8 @@ impl InterProcessReadWriteLock {
         options: LockOptions,
     ) -> Result<InterProcessReadWriteLock> {
         let format = options.format;
-        let queue = Queue::new(client, LockPath::new(path)?, RW_SCHEME.in_format(format));
+        let queue = Queue::new(client, LockPath::new(path)?, RW_SCHEME.in_format(format))
+            .with_acls(options.acls.clone());
         let rule = Arc::new(RwRule { own_writer: OnceLock::new() });
         let spec = |recipe, marker| LockSpec {
             recipe,

@@ -105,7 +105,7 @@ impl InterProcessSemaphore {
         if max_leases == 0 {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }
-        let queue = Queue::new(client, root, LEASE_SCHEME);
+        let queue = Queue::new(client, root, LEASE_SCHEME).with_acls(options.acls.clone());
         let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
         let spec = LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false };
         Ok(InterProcessSemaphore {

@@ -70,25 +70,6 @@ fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
-/// Runs mixed `lock`-mode peers on one path and checks exclusion, the counter, and that grants
-/// followed sequence order across languages.
-async fn mixed_lock_run(
-    workers: Vec<(&'static str, Command)>,
-    zk: &zk_testcluster::ZkCluster,
-    rounds: usize,
-) {
-    let admin = client(&zk.connect_string()).await;
-    let n = workers.len();
-    let mut peers = Vec::new();
-    for (_, cmd) in workers {
-        peers.push(Peer::spawn(cmd));
-    }
-    for p in peers {
-        p.wait_success().await; // 3 would mean two holders at once
-    }
-    assert_eq!(read_counter(&admin, "/counter").await, (n * rounds) as u64, "lost updates");
-}
-
 fn lock_args(zk: &zk_testcluster::ZkCluster, path: &str, rounds: usize, dir: &Path, id: &str) -> Vec<String> {
     vec![
         "lock".into(),
@@ -147,82 +128,38 @@ fn as_refs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// Two `lang` peer processes and two of ours (in `format`), interleaved, loop on one lock:
+/// no overlap (a worker exits 3 if it finds another inside), an exact counter, and grants in
+/// sequence order across languages.
+async fn shared_fifo_lock(lang: &str, format: &str, peer: fn(&[&str]) -> Command) {
+    const ROUNDS: usize = 15;
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    create_persistent(&admin, "/counter", b"0").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = format!("/interop/{lang}");
+    let mut procs = Vec::new();
+    for i in 1..=2 {
+        let theirs = lock_args(&zk, &path, ROUNDS, dir.path(), &format!("{lang}-{i}"));
+        procs.push(Peer::spawn(peer(&as_refs(&theirs))));
+        let ours = rust_args(&zk, &path, ROUNDS, dir.path(), format, &format!("rust-{i}"));
+        procs.push(Peer::spawn(peers::rust_worker(&as_refs(&ours))));
+    }
+    for p in procs {
+        p.wait_success().await;
+    }
+    assert_eq!(read_counter(&admin, "/counter").await, 4 * ROUNDS as u64, "lost updates");
+    assert_grants_in_sequence_order(&dir.path().join("events"), &[lang, "rust"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_and_curator_share_one_fifo_lock() {
-    let zk = standalone().await;
-    create_persistent(&client(&zk.connect_string()).await, "/counter", b"0").await;
-    let dir = tempfile::tempdir().unwrap();
-    const ROUNDS: usize = 15;
-    let workers = vec![
-        (
-            "curator",
-            peers::curator(&as_refs(&lock_args(&zk, "/interop/curator", ROUNDS, dir.path(), "curator-1"))),
-        ),
-        (
-            "rust",
-            peers::rust_worker(&as_refs(&rust_args(
-                &zk,
-                "/interop/curator",
-                ROUNDS,
-                dir.path(),
-                "curator",
-                "rust-1",
-            ))),
-        ),
-        (
-            "curator",
-            peers::curator(&as_refs(&lock_args(&zk, "/interop/curator", ROUNDS, dir.path(), "curator-2"))),
-        ),
-        (
-            "rust",
-            peers::rust_worker(&as_refs(&rust_args(
-                &zk,
-                "/interop/curator",
-                ROUNDS,
-                dir.path(),
-                "curator",
-                "rust-2",
-            ))),
-        ),
-    ];
-    mixed_lock_run(workers, &zk, ROUNDS).await;
-    assert_grants_in_sequence_order(&dir.path().join("events"), &["curator", "rust"]);
+    shared_fifo_lock("curator", "curator", peers::curator).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rust_in_kazoo_format_and_kazoo_share_one_fifo_lock() {
-    let zk = standalone().await;
-    create_persistent(&client(&zk.connect_string()).await, "/counter", b"0").await;
-    let dir = tempfile::tempdir().unwrap();
-    const ROUNDS: usize = 15;
-    let workers = vec![
-        ("kazoo", peers::kazoo(&as_refs(&lock_args(&zk, "/interop/kazoo", ROUNDS, dir.path(), "kazoo-1")))),
-        (
-            "rust",
-            peers::rust_worker(&as_refs(&rust_args(
-                &zk,
-                "/interop/kazoo",
-                ROUNDS,
-                dir.path(),
-                "kazoo",
-                "rust-1",
-            ))),
-        ),
-        ("kazoo", peers::kazoo(&as_refs(&lock_args(&zk, "/interop/kazoo", ROUNDS, dir.path(), "kazoo-2")))),
-        (
-            "rust",
-            peers::rust_worker(&as_refs(&rust_args(
-                &zk,
-                "/interop/kazoo",
-                ROUNDS,
-                dir.path(),
-                "kazoo",
-                "rust-2",
-            ))),
-        ),
-    ];
-    mixed_lock_run(workers, &zk, ROUNDS).await;
-    assert_grants_in_sequence_order(&dir.path().join("events"), &["kazoo", "rust"]);
+    shared_fifo_lock("kazoo", "kazoo", peers::kazoo).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,10 +22,11 @@ const LATCH_MARKER: &str = "latch-";
 const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
 
 /// Options for a [`LeaderLatch`].
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LatchOptions {
     policy: LossPolicy,
     format: NodeFormat,
+    acls: Option<std::sync::Arc<[zookeeper_client::Acl]>>,
 }
 
 impl LatchOptions {
@@ -37,6 +38,12 @@ impl LatchOptions {
     /// Whether a suspended connection ends leadership.
     pub fn loss_policy(mut self, policy: LossPolicy) -> LatchOptions {
         self.policy = policy;
+        self
+    }
+
+    /// The ACLs of the nodes the latch creates, parents included (default: open, as Curator's).
+    pub fn acls(mut self, acls: zookeeper_client::Acls<'_>) -> LatchOptions {
+        self.acls = Some(std::sync::Arc::from(acls.to_vec()));
         self
     }
 
@@ -117,7 +124,7 @@ impl LeaderLatch {
             NodeFormat::Curator => (LATCH_SCHEME, LATCH_MARKER),
             kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
         };
-        let queue = Queue::new(client, root, scheme);
+        let queue = Queue::new(client, root, scheme).with_acls(options.acls.clone());
         let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, life };
         Ok(LeaderLatch { inner: Arc::new(inner) })
     }

@@ -26,6 +26,7 @@ pub struct SelectorOptions {
     grace: Duration,
     policy: LossPolicy,
     format: crate::NodeFormat,
+    acls: Option<zookeeper_client::Acls<'static>>,
 }
 
 impl SelectorOptions {
@@ -37,6 +38,7 @@ impl SelectorOptions {
             grace: Duration::from_secs(5),
             policy: LossPolicy::default(),
             format: crate::NodeFormat::default(),
+            acls: None,
         }
     }
 
@@ -50,6 +52,12 @@ impl SelectorOptions {
     /// drops (cancels) it. Leadership is reported lost at once either way.
     pub fn grace(mut self, grace: Duration) -> SelectorOptions {
         self.grace = grace;
+        self
+    }
+
+    /// The ACLs of the nodes the selector creates (`Acls::creator_all()`, `Acls::anyone_all()`, ...).
+    pub fn acls(mut self, acls: zookeeper_client::Acls<'static>) -> SelectorOptions {
+        self.acls = Some(acls);
         self
     }
 
@@ -129,10 +137,13 @@ impl LeaderSelector {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(client: Client, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
-        let lock_options = LockOptions::new()
+        let mut lock_options = LockOptions::new()
             .participant_id(options.id.clone())
             .loss_policy(options.policy)
             .format(options.format);
+        if let Some(acls) = options.acls {
+            lock_options = lock_options.acls(acls);
+        }
         let core = InterProcessMutex::core(client, path, &lock_options, false)?;
         let life = Lifecycle::new(path);
         Ok(LeaderSelector {

@@ -102,6 +102,14 @@ impl Queue {
         }
     }
 
+    /// Uses `acls` (when given) for every node the queue creates, parents included.
+    pub fn with_acls(mut self, acls: Option<Arc<[Acl]>>) -> Queue {
+        if let Some(acls) = acls {
+            self.acls = acls;
+        }
+        self
+    }
+
     /// Our queue, parsed and in creation order; foreign children are left out.
     pub fn sorted(&self, children: &[String]) -> Vec<QueueNode> {
         let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| self.scheme.parse(c)).collect();
