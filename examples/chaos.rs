@@ -328,6 +328,18 @@ struct WorkerProcess {
     ids: Vec<String>,
 }
 
+/// A private copy of this program for the worker processes, so that respawns keep working even
+/// if the build replaces the binary during a long run.
+fn worker_binary() -> Result<std::path::PathBuf, Error> {
+    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    if let Some(path) = COPY.get() {
+        return Ok(path.clone());
+    }
+    let copy = std::env::temp_dir().join(format!("zk-chaos-worker-{}", std::process::id()));
+    std::fs::copy(std::env::current_exe()?, &copy)?;
+    Ok(COPY.get_or_init(|| copy).clone())
+}
+
 fn spawn_process(
     p: usize,
     proxies: &[FaultProxy],
@@ -339,7 +351,7 @@ fn spawn_process(
     let ids: Vec<String> = (0..WORKERS_PER_PROCESS).map(|i| format!("p{p}w{i}")).collect();
     let connects: Vec<String> =
         (0..WORKERS_PER_PROCESS).map(|i| proxies[p * WORKERS_PER_PROCESS + i].connect_string()).collect();
-    let child = Command::new(std::env::current_exe()?)
+    let child = Command::new(worker_binary()?)
         .args(["--worker", "--resource", addr, "--path", path, "--mode", mode, "--seed", &seed.to_string()])
         .args(["--ids", &ids.join(","), "--connects", &connects.join(";")])
         .stdin(Stdio::piped())
@@ -539,6 +551,23 @@ fn check(
             gap.as_millis()
         ));
     }
+    // The longest stretches without an accepted write, with the faults injected inside them.
+    let mut gaps: Vec<(Duration, Duration)> =
+        accepted.windows(2).map(|w| (w[1].begin.saturating_sub(w[0].end), w[0].end)).collect();
+    gaps.sort_by_key(|g| std::cmp::Reverse(g.0));
+    for (len, from) in gaps.into_iter().take(3).filter(|(len, _)| *len > SESSION * 2) {
+        let inside: Vec<String> = injected
+            .iter()
+            .filter(|(_, at)| *at + SESSION * 2 >= from && *at <= from + len)
+            .map(|(f, at)| format!("{f:?}@{:.1}s", at.as_secs_f64()))
+            .collect();
+        lines.push(format!(
+            "  gap of {} ms from {:.1} s; faults around it: {}",
+            len.as_millis(),
+            from.as_secs_f64(),
+            inside.join(", ")
+        ));
+    }
     PhaseReport { lines, violations }
 }
 
@@ -576,6 +605,9 @@ fn main() {
                 std::process::exit(2);
             }
         }
+    }
+    if let Ok(copy) = worker_binary() {
+        let _ = std::fs::remove_file(copy);
     }
     println!("violations: {violations}");
     let _ = std::io::stdout().flush();
