@@ -384,6 +384,50 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
         .collect::<Result<_, _>>()?;
     let mut injected: Vec<(Fault, Duration)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(secs);
+    // Watchdog: after 10 s without an accepted write, show who is in the queue and whose session
+    // is still alive (for diagnosing an outage; it changes nothing).
+    {
+        let (state, path, connect) = (state.clone(), path.clone(), zk.connect_string());
+        tokio::spawn(async move {
+            let Ok(admin) = zk_recipes::connect(&connect, Duration::from_secs(10)).await else { return };
+            let mut reported_at = Duration::ZERO;
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let last = state
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .writes
+                    .iter()
+                    .filter(|w| w.fenced_ok)
+                    .map(|w| w.end)
+                    .max();
+                let now = epoch.elapsed();
+                let Some(last) = last else { continue };
+                if now.saturating_sub(last) > Duration::from_secs(10)
+                    && now.saturating_sub(reported_at) > Duration::from_secs(10)
+                {
+                    reported_at = now;
+                    let mut queue = Vec::new();
+                    for name in admin.list_children(&path).await.unwrap_or_default() {
+                        if let Ok((data, stat)) = admin.get_data(&format!("{path}/{name}")).await {
+                            queue.push(format!(
+                                "{} {:#x} {}",
+                                String::from_utf8_lossy(&data),
+                                stat.ephemeral_owner,
+                                name.rsplit('-').next().unwrap_or("")
+                            ));
+                        }
+                    }
+                    queue.sort_by_key(|q| q.rsplit(' ').next().map(str::to_string));
+                    eprintln!(
+                        "watchdog {:.1}s: no accepted write for {:.1}s; queue (id owner seq): {queue:?}",
+                        now.as_secs_f64(),
+                        (now - last).as_secs_f64()
+                    );
+                }
+            }
+        });
+    }
     // Each fault type in turn, in a seeded order, at seeded random times.
     let mut order = FAULTS.to_vec();
     while Instant::now() < deadline {
@@ -592,7 +636,8 @@ fn main() {
     );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let mut violations = 0;
-    for mode in ["mutex", "latch"] {
+    let phases = arg("--phases").unwrap_or_else(|| "mutex,latch".into());
+    for mode in phases.split(',').filter(|m| matches!(*m, "mutex" | "latch")) {
         match rt.block_on(phase(mode, secs, seed)) {
             Ok(report) => {
                 for l in &report.lines {
