@@ -58,6 +58,32 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
+/// A row from a contended run: rate, packets per operation, overlaps, and the p50/p99 of the
+/// latencies `latencies` derives from the (sorted) holds.
+fn measured(
+    scenario: &'static str,
+    peer: Peer,
+    n: usize,
+    repeat: usize,
+    mut c: peers::Contended,
+    latencies: fn(&[stats::Hold]) -> Vec<u64>,
+) -> Row {
+    let overlaps = stats::overlaps(&mut c.holds);
+    let mut lat = latencies(&c.holds);
+    Row {
+        scenario,
+        peer,
+        n,
+        repeat,
+        rate: c.holds.len() as f64 / c.secs,
+        p50_us: us(stats::percentile(&mut lat, 50.0)),
+        p99_us: us(stats::percentile(&mut lat, 99.0)),
+        packets_per_op: c.packets as f64 / c.holds.len().max(1) as f64,
+        overlaps,
+        extra: 0.0,
+    }
+}
+
 async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     let config =
         ClusterConfig { max_client_cnxns: 0, force_sync: false, heap_mb: 768, ..ClusterConfig::default() };
@@ -100,22 +126,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     for repeat in 0..plan.repeats {
         for peer in LOCK_PEERS {
             progress.step(&format!("uncontended {} (repeat {}/{})", peer.name(), repeat + 1, plan.repeats));
-            let mut c = peers::contend(&zk, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
-            let overlaps = stats::overlaps(&mut c.holds);
-            let mut cycles = stats::cycles(&c.holds);
-            let ops = c.holds.len().max(1) as f64;
-            rows.push(Row {
-                scenario: "uncontended",
-                peer,
-                n: 1,
-                repeat,
-                rate: c.holds.len() as f64 / c.secs,
-                p50_us: us(stats::percentile(&mut cycles, 50.0)),
-                p99_us: us(stats::percentile(&mut cycles, 99.0)),
-                packets_per_op: c.packets as f64 / ops,
-                overlaps,
-                extra: 0.0,
-            });
+            let c = peers::contend(&zk, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+            rows.push(measured("uncontended", peer, 1, repeat, c, stats::cycles));
         }
         for &n in &plan.ns {
             for peer in LOCK_PEERS.iter().copied().chain([Peer::Naive]) {
@@ -125,22 +137,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     repeat + 1,
                     plan.repeats
                 ));
-                let mut c = peers::contend(&zk, peer, n, plan.secs, &path("contended"), &scratch).await?;
-                let overlaps = stats::overlaps(&mut c.holds);
-                let mut handoffs = stats::handoffs(&c.holds);
-                let ops = c.holds.len().max(1) as f64;
-                rows.push(Row {
-                    scenario: "contended",
-                    peer,
-                    n,
-                    repeat,
-                    rate: c.holds.len() as f64 / c.secs,
-                    p50_us: us(stats::percentile(&mut handoffs, 50.0)),
-                    p99_us: us(stats::percentile(&mut handoffs, 99.0)),
-                    packets_per_op: c.packets as f64 / ops,
-                    overlaps,
-                    extra: 0.0,
-                });
+                let c = peers::contend(&zk, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                rows.push(measured("contended", peer, n, repeat, c, stats::handoffs));
             }
         }
     }
