@@ -142,16 +142,25 @@ impl Entry {
         }
     }
 
-    /// (Re-)arms the data watch on our own node. `Ok(false)` if the node is gone.
-    pub async fn watch_self(&mut self) -> Result<bool> {
+    /// (Re-)arms the data watch on our own node.
+    ///
+    /// # Errors
+    /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
+    pub async fn watch_self(&mut self) -> Result<()> {
         match retry::on_connection_loss(|| self.client.get_and_watch_data(&self.path)).await {
             Ok((_, _, watcher)) => {
                 self.own_event = Some(Box::pin(watcher.changed()));
-                Ok(true)
+                Ok(())
             }
-            Err(ZkError::NoNode) => Ok(false),
+            Err(ZkError::NoNode) => Err(self.gone()),
             Err(e) => Err(Error::from_zk("watch", &self.path, e)),
         }
+    }
+
+    /// Our node was deleted by someone else: disarms (nothing to delete) and says so.
+    pub fn gone(&mut self) -> Error {
+        self.disarm();
+        Error::NodeDeleted { path: self.path.clone() }
     }
 
     /// The node is gone, or someone else now answers for it: dropping must not delete it.

@@ -188,16 +188,8 @@ impl Queue {
                     };
                     match own.await {
                         Ok((_, _, watcher)) => entry.own_event = Some(Box::pin(watcher.changed())),
-                        Err(ZkError::NoNode) => {
-                            entry.disarm();
-                            return Err(Error::NodeDeleted { path: entry.path.clone() });
-                        }
-                        Err(_) => {
-                            if !entry.watch_self().await? {
-                                entry.disarm();
-                                return Err(Error::NodeDeleted { path: entry.path.clone() });
-                            }
-                        }
+                        Err(ZkError::NoNode) => return Err(entry.gone()),
+                        Err(_) => entry.watch_self().await?,
                     }
                     return Ok((entry, children));
                 }
@@ -223,10 +215,7 @@ impl Queue {
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
                     let mut entry = Entry::new(&self.client, &self.root, name, seq, czxid, &self.janitor);
                     pending.disarm();
-                    if !entry.watch_self().await? {
-                        entry.disarm();
-                        return Err(Error::NodeDeleted { path: entry.path.clone() });
-                    }
+                    entry.watch_self().await?;
                     let children = self.list().await?;
                     return Ok((entry, children));
                 }
@@ -310,17 +299,9 @@ impl Queue {
                         _ => break,
                     },
                     event = own_event(&mut entry.own_event) => match event.event_type {
-                        EventType::NodeDeleted => {
-                            entry.disarm();
-                            return Err(Error::NodeDeleted { path: entry.path.clone() });
-                        }
+                        EventType::NodeDeleted => return Err(entry.gone()),
                         EventType::Session => return Err(session_error(event.session_state)),
-                        _ => {
-                            if !entry.watch_self().await? {
-                                entry.disarm();
-                                return Err(Error::NodeDeleted { path: entry.path.clone() });
-                            }
-                        }
+                        _ => entry.watch_self().await?,
                     },
                 }
             }
