@@ -167,7 +167,8 @@ impl InterProcessSemaphore {
         }
     }
 
-    fn marker(&self, leases: u32) -> Result<String> {
+    /// Validates `leases`, checks the stored maximum, and gives the marker for our node.
+    async fn prepare(&self, leases: u32) -> Result<String> {
         if leases == 0 || leases > self.max {
             return Err(Error::BadLeaseCount {
                 path: self.core.queue.root.to_string(),
@@ -175,12 +176,12 @@ impl InterProcessSemaphore {
                 max: self.max,
             });
         }
+        self.check_max().await?;
         Ok(format!("w{leases}-{LEASE_MARKER}"))
     }
 
     async fn acquire_with(&self, leases: u32, wait: Wait) -> Result<Option<LockGuard>> {
-        let marker = self.marker(leases)?;
-        self.check_max().await?;
+        let marker = self.prepare(leases).await?;
         self.core.acquire_marked(wait, &marker).await
     }
 
@@ -193,8 +194,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire(&self, leases: u32) -> Result<LockGuard> {
-        let marker = self.marker(leases)?;
-        self.check_max().await?;
+        let marker = self.prepare(leases).await?;
         self.core.acquire_forever(&marker).await
     }
 
