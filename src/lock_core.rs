@@ -31,6 +31,15 @@ pub(crate) struct LockSpec {
     pub reentrant: bool,
 }
 
+/// Runs `fut` until `wait`'s deadline, when it has one; `None` if the deadline came first (the
+/// future is dropped, which every queue future survives: see their cancel safety).
+async fn by_deadline<F: std::future::Future>(wait: Wait, fut: F) -> Option<F::Output> {
+    match wait {
+        Wait::Until(deadline) => tokio::time::timeout_at(deadline.into(), fut).await.ok(),
+        Wait::Forever | Wait::Try => Some(fut.await),
+    }
+}
+
 /// A lock on a queue: a marker for our nodes, a rule for admission, and (when reentrant) the
 /// handle's current hold.
 pub(crate) struct LockCore {
@@ -103,18 +112,10 @@ impl LockCore {
     ) -> Result<Option<LockGuard>> {
         let _gate = if self.reentrant {
             let gate = match wait {
-                Wait::Forever => self.gate.lock().await,
-                Wait::Try => match self.gate.try_lock() {
-                    Ok(gate) => gate,
-                    Err(_) => return Ok(None),
-                },
-                Wait::Until(deadline) => {
-                    match tokio::time::timeout_at(deadline.into(), self.gate.lock()).await {
-                        Ok(gate) => gate,
-                        Err(_) => return Ok(None),
-                    }
-                }
+                Wait::Try => self.gate.try_lock().ok(),
+                _ => by_deadline(wait, self.gate.lock()).await,
             };
+            let Some(gate) = gate else { return Ok(None) };
             if let Some(hold) = self.current().as_ref().filter(|h| h.retain()) {
                 tracing::debug!(node = %hold.path(), "re-entered");
                 return Ok(Some(LockGuard::new(hold.clone())));
@@ -124,43 +125,30 @@ impl LockCore {
             None
         };
 
-        let joined = match wait {
-            Wait::Until(deadline) => {
-                match tokio::time::timeout_at(deadline.into(), self.queue.join(marker, &self.data)).await {
-                    Ok(joined) => joined,
-                    Err(_) => {
-                        // The dropped create is cleaned up in the background; wait for it, so that
-                        // nothing of ours is left when we return.
-                        self.queue.janitor.settled().await;
-                        return Ok(None);
-                    }
-                }
-            }
-            _ => self.queue.join(marker, &self.data).await,
+        let Some(joined) = by_deadline(wait, self.queue.join(marker, &self.data)).await else {
+            // The dropped create is cleaned up in the background; wait for it, so that nothing of
+            // ours is left when we return.
+            self.queue.janitor.settled().await;
+            return Ok(None);
         };
         let (mut entry, children) = joined?;
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 
         let admitted = match wait {
-            Wait::Try => match self.queue.decide(&entry, self.rule.as_ref(), &children) {
-                Ok((_, _, decision)) => Ok(decision == Decision::Proceed),
-                Err(e) => Err(e),
-            },
-            Wait::Forever => self
+            Wait::Try => self
                 .queue
-                .wait_turn(&mut entry, self.rule.as_ref(), children)
-                .instrument(tracing::debug_span!("wait"))
-                .await
-                .map(|()| true),
-            Wait::Until(deadline) => {
+                .decide(&entry, self.rule.as_ref(), &children)
+                .map(|(_, _, decision)| decision == Decision::Proceed),
+            _ => {
                 let waiting = self
                     .queue
                     .wait_turn(&mut entry, self.rule.as_ref(), children)
                     .instrument(tracing::debug_span!("wait"));
-                match tokio::time::timeout_at(deadline.into(), waiting).await {
-                    Ok(result) => result.map(|()| true),
-                    Err(_) => Ok(false),
+                match by_deadline(wait, waiting).await {
+                    Some(result) => result.map(|()| true),
+                    // Past the deadline: not admitted; our node is left below.
+                    None => Ok(false),
                 }
             }
         };
