@@ -1,5 +1,5 @@
 //! Fault injection: mutual exclusion under ZooKeeper leader loss, follower freezes, client
-//! partitions and cuts, paused and killed worker processes; fencing as the final guard.
+//! partitions, cuts and TCP resets, paused and killed worker processes; fencing as the final guard.
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N]     # default 60 s per phase
@@ -310,15 +310,17 @@ enum Fault {
     FreezeZkFollower,
     PartitionClient,
     ShortCut,
+    ResetConnection,
     PauseWorkerProcess,
     KillWorkerProcess,
 }
 
-const FAULTS: [Fault; 6] = [
+const FAULTS: [Fault; 7] = [
     Fault::KillZkLeader,
     Fault::FreezeZkFollower,
     Fault::PartitionClient,
     Fault::ShortCut,
+    Fault::ResetConnection,
     Fault::PauseWorkerProcess,
     Fault::KillWorkerProcess,
 ];
@@ -385,8 +387,8 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
     let mut injected: Vec<(Fault, Duration)> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(secs);
     // Watchdog: after 10 s without an accepted write, show who is in the queue and whose session
-    // is still alive (for diagnosing an outage; it changes nothing).
-    {
+    // is still alive (for diagnosing an outage; it changes nothing). It ends with the phase.
+    let watchdog = {
         let (state, path, connect) = (state.clone(), path.clone(), zk.connect_string());
         tokio::spawn(async move {
             let Ok(admin) = zk_recipes::connect(&connect, Duration::from_secs(10)).await else { return };
@@ -426,8 +428,8 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
                     );
                 }
             }
-        });
-    }
+        })
+    };
     // Each fault type in turn, in a seeded order, at seeded random times.
     let mut order = FAULTS.to_vec();
     while Instant::now() < deadline {
@@ -491,6 +493,7 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
                 proxies[k].heal();
             }
             Fault::ShortCut => proxies[rng.below(proxies.len() as u64) as usize].cut(),
+            Fault::ResetConnection => proxies[rng.below(proxies.len() as u64) as usize].reset(),
             Fault::PauseWorkerProcess => {
                 let pid = procs[holder_proc].child.id();
                 signal(pid, "-STOP");
@@ -520,6 +523,7 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
     for mut p in procs {
         let _ = tokio::task::spawn_blocking(move || p.child.wait()).await;
     }
+    watchdog.abort();
     // Ephemeral nodes of killed sessions go when those sessions expire.
     let admin = zk_recipes::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
     let empty_by = Instant::now() + SESSION * 10;

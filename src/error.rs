@@ -218,7 +218,7 @@ impl Error {
         use zookeeper_client::Error as Zk;
         match source {
             Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved => Error::SessionExpired,
-            Zk::ConnectionLoss => Error::ConnectionLoss { op, path: path.to_string() },
+            source if is_connection_loss(&source) => Error::ConnectionLoss { op, path: path.to_string() },
             Zk::NoAuth | Zk::AuthFailed => Error::NoAuth { op, path: path.to_string() },
             source => Error::ZooKeeper { op, path: path.to_string(), source },
         }
@@ -228,4 +228,21 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         matches!(self, Error::ConnectionLoss { .. } | Error::Timeout(_))
     }
+}
+
+/// True when a request's outcome is unknown because the connection under it failed.
+///
+/// The `zookeeper-client` crate fails the requests in flight with the error that ended the
+/// connection, and that is not always [`zookeeper_client::Error::ConnectionLoss`]: a reset socket
+/// gives `Custom` (wrapping the I/O error), a silent server gives `Custom("no response from
+/// connection …")`, and a garbled reply gives `UnexpectedError` or `UnmarshalError`. All of them
+/// mean the same thing to a caller: the request may or may not have been applied, the session
+/// may still be alive, and a retry after the client reconnects is the right move. Server error
+/// codes (such as `NoNode`) and session ends (`SessionExpired`, `ClientClosed`) are not
+/// connection losses.
+///
+/// Every retry loop in this crate uses this test; use it in yours.
+pub fn is_connection_loss(err: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as Zk;
+    matches!(err, Zk::ConnectionLoss | Zk::Custom(_) | Zk::UnexpectedError(_) | Zk::UnmarshalError { .. })
 }

@@ -34,7 +34,7 @@ mod semaphore_mutex;
 mod status;
 
 pub use connect::{connect, connect_with, ConnectOptions};
-pub use error::{Error, PathError, Result};
+pub use error::{is_connection_loss, Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
 pub use leader::{LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions};

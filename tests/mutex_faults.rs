@@ -118,8 +118,26 @@ async fn deleting_the_holders_node_from_outside_is_lost_and_hands_over() {
     assert_ne!(again.node_path(), g.node_path());
 }
 
+/// How the connection under an in-flight create goes away.
+#[derive(Clone, Copy, Debug)]
+enum Loss {
+    /// An orderly close: the client sees `ConnectionLoss`.
+    Cut,
+    /// A TCP reset: the client crate hands the request the socket error (`Custom`).
+    Reset,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_create_whose_reply_is_lost_is_recovered_not_duplicated() {
+    create_reply_lost(Loss::Cut).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_create_whose_connection_is_reset_is_recovered_not_duplicated() {
+    create_reply_lost(Loss::Reset).await;
+}
+
+async fn create_reply_lost(how: Loss) {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let proxy = zk.proxy().unwrap();
@@ -136,7 +154,10 @@ async fn a_create_whose_reply_is_lost_is_recovered_not_duplicated() {
     // The create has landed on the server; its reply is held back in the proxy. Cut.
     eventually("create landed", || async { children(&admin, "/locks/protected").await.len() == 1 }).await;
     proxy.set_reply_latency(Duration::ZERO);
-    proxy.cut();
+    match how {
+        Loss::Cut => proxy.cut(),
+        Loss::Reset => proxy.reset(),
+    }
 
     let g = within("acquire after recovery", acquiring).await.unwrap().expect("recovered acquire");
     assert!(mutex.stats().recoveries >= 1, "the recovery path did not run: {:?}", mutex.stats());
@@ -148,6 +169,33 @@ async fn a_create_whose_reply_is_lost_is_recovered_not_duplicated() {
     assert_eq!(stat.czxid as u64, g.fencing_token());
     g.release().await.unwrap();
     assert!(children(&admin, "/locks/protected").await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_whose_connection_is_reset_reports_success_once_the_node_is_gone() {
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let mutex = InterProcessMutex::with_options(
+        c.clone(),
+        "/locks/release-reset",
+        LockOptions::new().loss_policy(LossPolicy::SessionOnly),
+    )
+    .unwrap();
+    let g = mutex.acquire().await.unwrap();
+
+    // The delete lands on the server; its reply is held back; the connection is reset. The
+    // retried delete meets `NoNode`, which after a retry means our own first attempt worked.
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let releasing = tokio::spawn(g.release());
+    eventually("delete landed", || async { children(&admin, "/locks/release-reset").await.is_empty() }).await;
+    proxy.set_reply_latency(Duration::ZERO);
+    proxy.reset();
+    within("release after reset", releasing).await.unwrap().expect("release");
+    assert!(children(&admin, "/locks/release-reset").await.is_empty());
+    // The session lived through it, and the lock works on.
+    mutex.acquire().await.unwrap().release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -183,7 +231,7 @@ async fn killing_the_zookeeper_leader_never_double_grants_and_the_queue_goes_on(
                     let n: u64 = String::from_utf8(data).unwrap().parse().unwrap();
                     match c.set_data("/counter", (n + 1).to_string().as_bytes(), Some(stat.version)).await {
                         Ok(_) => break,
-                        Err(zk_recipes::zookeeper_client::Error::ConnectionLoss) => {
+                        Err(e) if zk_recipes::is_connection_loss(&e) => {
                             // The write may have landed: re-read decides.
                             let (data, _) = loop {
                                 if let Ok(r) = c.get_data("/counter").await {

@@ -198,7 +198,7 @@ impl Queue {
                     parent_races += 1;
                     self.make_parents().await?;
                 }
-                Err(ZkError::ConnectionLoss) => {
+                Err(e) if crate::error::is_connection_loss(&e) => {
                     drop(listing);
                     self.counters.bump(Count::Recovery);
                     let mut found = entry::find_ours(&self.client, &self.root, &protection).await?;

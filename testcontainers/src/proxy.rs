@@ -102,6 +102,19 @@ impl FaultProxy {
         }
     }
 
+    /// Resets every connection the proxy carries now: the client's socket gets a TCP RST (its
+    /// next read fails with `ECONNRESET`) instead of the orderly FIN of [`FaultProxy::cut`], as
+    /// when a server host drops the flow or a process dies with unread bytes. New connections
+    /// are accepted as usual.
+    pub fn reset(&self) {
+        let live = std::mem::take(&mut self.shared.lock().live);
+        tracing::debug!(connections = live.len(), "proxy reset");
+        for (_, client, server) in live {
+            abort(&client);
+            let _ = server.shutdown(Shutdown::Both);
+        }
+    }
+
     /// Stops forwarding in both directions: connections are accepted but no byte moves, as in a
     /// network partition, until [`FaultProxy::heal`].
     pub fn blackhole(&self) {
@@ -140,6 +153,24 @@ impl Drop for FaultProxy {
         for addr in &self.addrs {
             let _ = TcpStream::connect_timeout(addr, Duration::from_millis(200));
         }
+    }
+}
+
+/// Aborts a TCP connection at once: `connect` with `AF_UNSPEC` makes Linux disconnect the
+/// socket and send the peer an RST, whichever threads still hold the descriptor (closing with
+/// linger zero would wait for the last of them). The pipes then see the socket closed and exit.
+fn abort(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a zeroed sockaddr with family AF_UNSPEC, passed with its own size, to a valid
+    // socket descriptor.
+    let rc = unsafe {
+        let mut unspec: libc::sockaddr = std::mem::zeroed();
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        libc::connect(stream.as_raw_fd(), &unspec, std::mem::size_of::<libc::sockaddr>() as libc::socklen_t)
+    };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "could not abort a proxied connection; cutting it");
+        let _ = stream.shutdown(Shutdown::Both);
     }
 }
 

@@ -100,7 +100,9 @@ async fn ensemble_survives_killing_its_leader_and_node_rejoins() {
         loop {
             match client.create("/after", b"2", &opts).await {
                 Ok(_) => break,
-                Err(zookeeper_client::Error::ConnectionLoss) => {
+                // The client fails in-flight requests with the error that ended the connection:
+                // `ConnectionLoss`, or `Custom` wrapping the socket error.
+                Err(zookeeper_client::Error::ConnectionLoss | zookeeper_client::Error::Custom(_)) => {
                     tokio::time::sleep(Duration::from_millis(50)).await
                 }
                 Err(e) => panic!("write after failover: {e}"),
@@ -157,6 +159,43 @@ async fn proxy_cut_disconnects_then_the_session_reconnects() {
     assert_eq!(within("SyncConnected", states.changed()).await, SessionState::SyncConnected);
     // Same session, still usable.
     assert!(client.check_stat("/p").await.expect("stat").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_reset_fails_the_request_in_flight_with_the_socket_error() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let proxy = cluster.proxy().expect("proxy");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(6)).await;
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(6)).await;
+
+    // A create that reaches the server while its reply is held back in the proxy.
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let creating = tokio::spawn({
+        let client = client.clone();
+        async move { client.create("/reset", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await }
+    });
+    within("create landed", async {
+        while observer.check_stat("/reset").await.expect("stat").is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    proxy.set_reply_latency(Duration::ZERO);
+    let mut states = client.state_watcher();
+    proxy.reset();
+
+    // Not `ConnectionLoss`: the client crate hands in-flight requests the error that ended the
+    // connection, here the reset socket. This is the case recipes must treat as connection loss.
+    match within("create outcome", creating).await.expect("join") {
+        // The I/O error sits behind an `Arc<dyn Error>` the crate does not expose for
+        // downcasting; its kind shows in the debug form.
+        Err(zookeeper_client::Error::Custom(e)) => {
+            assert!(format!("{e:?}").contains("kind: ConnectionReset"), "{e:?}")
+        }
+        other => panic!("expected the reset socket's error, got {other:?}"),
+    }
+    assert_eq!(within("Disconnected", states.changed()).await, SessionState::Disconnected);
+    assert_eq!(within("SyncConnected", states.changed()).await, SessionState::SyncConnected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
