@@ -5,6 +5,8 @@ use std::time::Duration;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
 use crate::error::{Error, Result};
+#[cfg(feature = "tls")]
+use crate::TlsConfig;
 
 /// How to connect. `ConnectOptions::new(timeout)` is what [`connect`] uses.
 #[derive(Clone)]
@@ -12,24 +14,43 @@ pub struct ConnectOptions {
     session_timeout: Duration,
     auth: Vec<(String, Vec<u8>)>,
     create_chroot: bool,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsConfig>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
     /// Credentials never reach logs: only their schemes are shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let schemes: Vec<&str> = self.auth.iter().map(|(scheme, _)| scheme.as_str()).collect();
-        f.debug_struct("ConnectOptions")
-            .field("session_timeout", &self.session_timeout)
+        let mut out = f.debug_struct("ConnectOptions");
+        out.field("session_timeout", &self.session_timeout)
             .field("auth", &format_args!("{schemes:?} (credentials redacted)"))
-            .field("create_chroot", &self.create_chroot)
-            .finish()
+            .field("create_chroot", &self.create_chroot);
+        #[cfg(feature = "tls")]
+        out.field("tls", &self.tls);
+        out.finish()
     }
 }
 
 impl ConnectOptions {
     /// A session timeout; no credentials; a missing chroot is an error.
     pub fn new(session_timeout: Duration) -> ConnectOptions {
-        ConnectOptions { session_timeout, auth: Vec::new(), create_chroot: false }
+        ConnectOptions {
+            session_timeout,
+            auth: Vec::new(),
+            create_chroot: false,
+            #[cfg(feature = "tls")]
+            tls: None,
+        }
+    }
+
+    /// Connects over TLS with this trust (and identity): every server of the connect string is
+    /// reached on its secure client port, unless written with a `tcp://` prefix. Its
+    /// certificate must name the host or IP address as written in the connect string.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: TlsConfig) -> ConnectOptions {
+        self.tls = Some(tls);
+        self
     }
 
     /// Adds credentials, e.g. `auth("digest", b"user:password")`. Nodes created with
@@ -61,19 +82,23 @@ pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Client>
     connect_with(connect, &ConnectOptions::new(session_timeout)).await
 }
 
-/// Connects with [`ConnectOptions`]: credentials, and a chroot that is checked (or created).
+/// Connects with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked (or
+/// created).
+///
+/// A server that speaks the other protocol (plaintext where TLS is configured, or the reverse)
+/// never completes a handshake: that is an [`Error::Connect`] after the bounded wait, as for an
+/// unreachable server. So is a server certificate the configured CA did not sign, or one that
+/// does not name the host.
 ///
 /// # Errors
-/// [`Error::Connect`]; [`Error::ChrootMissing`] when the chroot does not exist and
-/// `create_chroot` is off; [`Error::NoAuth`] when creating the chroot is refused.
+/// [`Error::Connect`]; [`Error::Tls`] for a server name no certificate can be checked against;
+/// [`Error::ChrootMissing`] when the chroot does not exist and `create_chroot` is off;
+/// [`Error::NoAuth`] when creating the chroot is refused.
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
 pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Client> {
-    let (servers, chroot) = match connect.find('/') {
-        Some(at) if at + 1 < connect.len() => (&connect[..at], Some(&connect[at..])),
-        _ => (connect, None),
-    };
+    let (servers, chroot) = split_chroot(connect);
     let client = open(servers, options, connect).await?;
     let Some(chroot) = chroot else { return Ok(client) };
     match client.check_stat(chroot).await {
@@ -93,15 +118,58 @@ pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Cli
     })
 }
 
+/// Splits `host:port,host:port/chroot` into the servers and the chroot (`None` for none or
+/// `/`). The chroot follows the last address, after any `tcp://` or `tcp+tls://` prefix.
+fn split_chroot(connect: &str) -> (&str, Option<&str>) {
+    let last = connect.rfind(',').map_or(0, |comma| comma + 1);
+    let address = &connect[last..];
+    let skip = ["tcp://", "tcp+tls://"].iter().find(|p| address.starts_with(**p)).map_or(0, |p| p.len());
+    match address[skip..].find('/').map(|at| last + skip + at) {
+        Some(at) if at + 1 < connect.len() => (&connect[..at], Some(&connect[at..])),
+        Some(at) => (&connect[..at], None),
+        None => (connect, None),
+    }
+}
+
 async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Client> {
     let bound = options.session_timeout.saturating_mul(2).max(Duration::from_secs(2));
     let mut connector = Client::connector().with_session_timeout(options.session_timeout);
     for (scheme, credentials) in &options.auth {
         connector = connector.with_auth(scheme, credentials);
     }
-    match tokio::time::timeout(bound, connector.connect(servers)).await {
+    #[cfg(feature = "tls")]
+    let secure = match &options.tls {
+        Some(tls) => {
+            crate::tls::check_server_names(servers)?;
+            connector = connector.with_tls(tls.client_options());
+            true
+        }
+        None => false,
+    };
+    let connecting = async move {
+        #[cfg(feature = "tls")]
+        if secure {
+            return connector.secure_connect(servers).await;
+        }
+        connector.connect(servers).await
+    };
+    match tokio::time::timeout(bound, connecting).await {
         Ok(Ok(client)) => Ok(client),
         Ok(Err(source)) => Err(Error::Connect { connect: shown.to_string(), source }),
         Err(_) => Err(Error::Connect { connect: shown.to_string(), source: ZkError::Timeout }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_chroot;
+
+    #[test]
+    fn the_chroot_follows_the_last_address_whatever_its_prefix() {
+        assert_eq!(split_chroot("a:1,b:2/app/x"), ("a:1,b:2", Some("/app/x")));
+        assert_eq!(split_chroot("a:1,b:2"), ("a:1,b:2", None));
+        assert_eq!(split_chroot("a:1/"), ("a:1", None));
+        assert_eq!(split_chroot("tcp+tls://a:1,tcp://b:2/app"), ("tcp+tls://a:1,tcp://b:2", Some("/app")));
+        assert_eq!(split_chroot("tcp+tls://a:1"), ("tcp+tls://a:1", None));
     }
 }

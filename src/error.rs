@@ -82,6 +82,14 @@ pub enum Error {
         source: zookeeper_client::Error,
     },
 
+    /// TLS settings that cannot work: an unreadable or empty PEM file, a certificate without
+    /// its key, or a server name a certificate cannot be checked against. Nothing was sent.
+    #[error("TLS: {reason}")]
+    Tls {
+        /// What is wrong, naming the file or host (never key material).
+        reason: String,
+    },
+
     /// The connect string's chroot does not exist (connect with
     /// [`crate::ConnectOptions::create_chroot`] to create it).
     #[error("the chroot {chroot} does not exist on the server")]

@@ -32,6 +32,8 @@ mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
 mod status;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use connect::{connect, connect_with, ConnectOptions};
 pub use error::{is_connection_loss, Error, PathError, Result};
@@ -50,6 +52,8 @@ pub use rwlock::InterProcessReadWriteLock;
 pub use semaphore::InterProcessSemaphore;
 pub use semaphore_mutex::InterProcessSemaphoreMutex;
 pub use status::{LockStatus, LossPolicy};
+#[cfg(feature = "tls")]
+pub use tls::TlsConfig;
 pub use zookeeper_client;
 
 /// The README's examples, compiled as doctests.

@@ -40,7 +40,8 @@ impl From<zk_recipes::Error> for Failure {
             E::InvalidPath { .. }
             | E::BadLeaseCount { .. }
             | E::FormatConflict { .. }
-            | E::UnsupportedFormat { .. } => USAGE,
+            | E::UnsupportedFormat { .. }
+            | E::Tls { .. } => USAGE,
             E::LockLost { .. } | E::NodeDeleted { .. } => LOST,
             E::Timeout(_) => BUSY,
             _ => UNAVAILABLE,

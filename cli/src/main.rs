@@ -5,11 +5,14 @@ mod exit;
 mod progress;
 mod status;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use zk_recipes::{InterProcessMutex, LatchOptions, LeaderLatch, Leadership, LockOptions};
+use zk_recipes::{
+    ConnectOptions, InterProcessMutex, LatchOptions, LeaderLatch, Leadership, LockOptions, TlsConfig,
+};
 
 use crate::child::Ended;
 use crate::exit::Failure;
@@ -18,7 +21,8 @@ use crate::progress::Progress;
 const AFTER_HELP: &str = "\
 Exit codes:
   the command's own status (128+N if it was killed by signal N), or
-   64  bad input (an invalid lock path, or a path holding the other --format's nodes)
+   64  bad input (an invalid lock path, a path holding the other --format's nodes, or unusable
+       TLS files)
    69  ZooKeeper unreachable, session expired, or authentication failed
    75  lock busy (--no-wait) or not acquired within --timeout
    76  lock or leadership lost while the command ran (it was sent SIGTERM, then SIGKILL)
@@ -33,6 +37,8 @@ Examples:
   zklock status --json /locks/nightly-report
   zklock elect --id $(hostname) /election/scheduler -- ./scheduler
   zklock --format kazoo run /locks/shared-with-python -- ./job   # beside kazoo's Lock
+  zklock --tls-ca ca.pem --connect zk1:SECUREPORT run /locks/x -- ./job   # TLS
+  zklock --tls-ca ca.pem --tls-cert me.pem --tls-key me.key ...           # mutual TLS
 
 The command sees ZKLOCK_FENCING_TOKEN (strictly increasing across holders: pass it to what you
 write, so that a stale holder's writes can be refused), ZKLOCK_PATH and ZKLOCK_NODE. If zklock dies,
@@ -57,6 +63,17 @@ struct Cli {
     // a value given before the subcommand.
     #[arg(long, global = true)]
     format: Option<zk_recipes::NodeFormat>,
+    /// TLS: trust the CA certificates in this PEM file and connect to the servers' secure
+    /// client ports (`secureClientPort`). Their certificates must name the hosts as written in
+    /// --connect.
+    #[arg(long, env = "ZK_TLS_CA", global = true, value_name = "PEM")]
+    tls_ca: Option<PathBuf>,
+    /// Mutual TLS: present this client certificate (PEM); needs --tls-key and --tls-ca.
+    #[arg(long, env = "ZK_TLS_CERT", global = true, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// Mutual TLS: the private key (PEM) of --tls-cert.
+    #[arg(long, env = "ZK_TLS_KEY", global = true, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,7 +137,32 @@ async fn connect(cli: &Cli) -> Result<zk_recipes::zookeeper_client::Client, Fail
     let connect = cli.connect.as_deref().ok_or_else(|| {
         Failure::new(exit::USAGE, "no ZooKeeper to talk to: pass --connect or set ZK_CONNECT")
     })?;
-    Ok(zk_recipes::connect(connect, cli.session_timeout.unwrap_or(Duration::from_secs(10))).await?)
+    let mut options = ConnectOptions::new(cli.session_timeout.unwrap_or(Duration::from_secs(10)));
+    if let Some(tls) = tls(cli)? {
+        options = options.tls(tls);
+    }
+    Ok(zk_recipes::connect_with(connect, &options).await?)
+}
+
+/// The TLS settings the flags ask for, if any.
+fn tls(cli: &Cli) -> Result<Option<TlsConfig>, Failure> {
+    let usage = |message: &str| Failure::new(exit::USAGE, message);
+    let identity = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        _ => return Err(usage("--tls-cert and --tls-key go together")),
+    };
+    let Some(ca) = &cli.tls_ca else {
+        return match identity {
+            Some(_) => Err(usage("--tls-cert needs --tls-ca (the CA that signed the servers' certificates)")),
+            None => Ok(None),
+        };
+    };
+    let mut tls = TlsConfig::from_ca_file(ca)?;
+    if let Some((cert, key)) = identity {
+        tls = tls.with_identity_files(cert, key)?;
+    }
+    Ok(Some(tls))
 }
 
 async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {

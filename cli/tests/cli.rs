@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use zk_testcluster::ZkCluster;
+use zk_testcluster::{ClusterConfig, TlsMode, ZkCluster};
 
 const ZKLOCK: &str = env!("CARGO_BIN_EXE_zklock");
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -240,4 +240,48 @@ async fn kazoo_format_runs_and_a_curator_format_run_on_its_path_is_refused() {
     assert_eq!(queue_len(&c, "/locks/kz"), 1, "the refused run left a node");
     Command::new("kill").arg(holder.id().to_string()).status().unwrap();
     finish(holder).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_flags_run_under_a_lock_on_the_secure_port_and_bad_tls_input_is_usage() {
+    let zk =
+        ZkCluster::start(ClusterConfig { tls: TlsMode::Mutual, ..ClusterConfig::default() }).await.unwrap();
+    let secure = zk.secure_connect_string().unwrap();
+    let f = zk.tls_files().unwrap();
+    let path_of = |p: &Path| p.display().to_string();
+    let (ca, cert, key) = (path_of(&f.ca), path_of(&f.client_cert), path_of(&f.client_key));
+    // Mutual TLS through the flags: the command runs, under the lock, with its token.
+    let out = zklock(&secure)
+        .args(["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key, "run", "/locks/tls", "--"])
+        .args(["sh", "-c", "test -n \"$ZKLOCK_FENCING_TOKEN\" && echo ran"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ran");
+    // The same through the environment, for status.
+    let out = zklock(&secure)
+        .env("ZK_TLS_CA", &ca)
+        .env("ZK_TLS_CERT", &cert)
+        .env("ZK_TLS_KEY", &key)
+        .args(["status", "--json", "/locks/tls"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Without a client certificate the server refuses the handshake: unavailable, one line.
+    let out = zklock(&secure)
+        .args(["--session-timeout", "1s", "--tls-ca", &ca, "run", "/locks/tls", "--", "true"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(69), "{err}");
+    assert!(err.starts_with("zklock: cannot connect") && err.trim().lines().count() == 1, "{err}");
+    // Half an identity, or a file that holds no CA, is bad input.
+    let out = zklock(&secure).args(["--tls-ca", &ca, "--tls-cert", &cert, "status", "/x"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = zklock(&secure).args(["--tls-ca", &key, "status", "/x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("TLS") && err.contains("client.key") && !err.contains("PRIVATE"), "{err}");
 }

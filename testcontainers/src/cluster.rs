@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use crate::certs::{self, TlsFiles};
 use crate::fourlw::{self, Mode};
 use crate::local::{self, LocalInstall};
 use crate::ports::free_ports;
@@ -37,6 +38,26 @@ pub struct ClusterConfig {
     pub ready_timeout: Duration,
     /// Extra `key=value` lines for `zoo.cfg`.
     pub extra: Vec<(String, String)>,
+    /// A TLS secure client port beside the plaintext one (local backend only).
+    pub tls: TlsMode,
+}
+
+/// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
+///
+/// With TLS on, every server also keeps its plaintext `clientPort` (the harness asks `srvr`
+/// there); [`ZkCluster::secure_connect_string`] gives the TLS ports and
+/// [`ZkCluster::tls_files`] the throwaway CA and client identities (see [`TlsFiles`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TlsMode {
+    /// No secure port.
+    #[default]
+    Off,
+    /// TLS with a server certificate; clients need no certificate (`ssl.clientAuth=none`).
+    ServerAuth,
+    /// Mutual TLS: clients must show a certificate from the cluster's CA
+    /// (`ssl.clientAuth=need`). ZooKeeper's `x509` auth provider then names each client by its
+    /// certificate's subject, for ACLs such as `x509:CN=zk-recipes-client,O=zk-testcluster`.
+    Mutual,
 }
 
 impl Default for ClusterConfig {
@@ -50,12 +71,14 @@ impl Default for ClusterConfig {
             heap_mb: 256,
             ready_timeout: Duration::from_secs(45),
             extra: Vec::new(),
+            tls: TlsMode::Off,
         }
     }
 }
 
 struct Node {
     client_port: u16,
+    secure_port: Option<u16>,
     quorum_port: u16,
     election_port: u16,
     dir: PathBuf,
@@ -74,6 +97,10 @@ impl Node {
     fn client_addr(&self) -> SocketAddr {
         (Ipv4Addr::LOCALHOST, self.client_port).into()
     }
+
+    fn secure_addr(&self) -> Option<SocketAddr> {
+        self.secure_port.map(|port| (Ipv4Addr::LOCALHOST, port).into())
+    }
 }
 
 /// A running ZooKeeper standalone server or ensemble, torn down on drop.
@@ -87,6 +114,7 @@ pub struct ZkCluster {
     install: Option<LocalInstall>,
     dir: Option<tempfile::TempDir>,
     nodes: Vec<Node>,
+    tls: Option<TlsFiles>,
     #[cfg(feature = "docker")]
     docker: Option<crate::docker::DockerNode>,
 }
@@ -161,6 +189,9 @@ impl ZkCluster {
 
     #[cfg(feature = "docker")]
     async fn start_docker(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
+        if config.tls != TlsMode::Off {
+            return Err(HarnessError::Unsupported("TLS", "docker"));
+        }
         let node = crate::docker::start(&config).await?;
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -168,12 +199,14 @@ impl ZkCluster {
             .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
         let nodes = vec![Node {
             client_port: node.port,
+            secure_port: None,
             quorum_port: 0,
             election_port: 0,
             dir: dir.path().join("node1"),
             child: None,
         }];
-        let mut cluster = ZkCluster { config, install: None, dir: Some(dir), nodes, docker: Some(node) };
+        let mut cluster =
+            ZkCluster { config, install: None, dir: Some(dir), nodes, tls: None, docker: Some(node) };
         cluster.wait_ready(0).await?;
         Ok(cluster)
     }
@@ -184,21 +217,28 @@ impl ZkCluster {
             .prefix("zk-testcluster-")
             .tempdir()
             .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
-        let ports = free_ports(3 * n)?;
+        let per_node = if config.tls == TlsMode::Off { 3 } else { 4 };
+        let ports = free_ports(per_node * n)?;
         let nodes = (0..n)
             .map(|i| Node {
-                client_port: ports[3 * i],
-                quorum_port: ports[3 * i + 1],
-                election_port: ports[3 * i + 2],
+                client_port: ports[per_node * i],
+                quorum_port: ports[per_node * i + 1],
+                election_port: ports[per_node * i + 2],
+                secure_port: (per_node == 4).then(|| ports[per_node * i + 3]),
                 dir: dir.path().join(format!("node{}", i + 1)),
                 child: None,
             })
             .collect::<Vec<_>>();
+        let tls = match config.tls {
+            TlsMode::Off => None,
+            TlsMode::ServerAuth | TlsMode::Mutual => Some(certs::generate(&dir.path().join("tls"))?),
+        };
         let cluster = ZkCluster {
             config,
             install: Some(install),
             dir: Some(dir),
             nodes,
+            tls,
             #[cfg(feature = "docker")]
             docker: None,
         };
@@ -231,6 +271,22 @@ impl ZkCluster {
         let _ = writeln!(cfg, "4lw.commands.whitelist=*");
         let _ = writeln!(cfg, "preAllocSize=4096");
         let _ = writeln!(cfg, "autopurge.purgeInterval=0");
+        if let (Some(port), Some(tls)) = (node.secure_port, &self.tls) {
+            // TLS needs Netty (the default NIO factory has no TLS); PEM stores need no passwords.
+            let _ = writeln!(cfg, "secureClientPort={port}");
+            let _ = writeln!(cfg, "secureClientPortAddress=127.0.0.1");
+            let _ = writeln!(cfg, "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory");
+            let _ = writeln!(cfg, "ssl.keyStore.location={}", tls.server_store.display());
+            let _ = writeln!(cfg, "ssl.keyStore.type=PEM");
+            let _ = writeln!(cfg, "ssl.trustStore.location={}", tls.ca.display());
+            let _ = writeln!(cfg, "ssl.trustStore.type=PEM");
+            let need = if c.tls == TlsMode::Mutual { "need" } else { "none" };
+            let _ = writeln!(cfg, "ssl.clientAuth={need}");
+            let _ = writeln!(
+                cfg,
+                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider"
+            );
+        }
         if self.nodes.len() > 1 {
             // Generous limits in ticks: a loaded 2-core machine must not drop followers.
             let _ = writeln!(cfg, "initLimit=50");
@@ -270,9 +326,15 @@ impl ZkCluster {
     async fn wait_ready(&mut self, i: usize) -> Result<(), HarnessError> {
         let started = Instant::now();
         let addr = self.nodes[i].client_addr();
+        let secure = self.nodes[i].secure_addr();
         loop {
             if let Ok(answer) = fourlw::ask(addr, "srvr").await {
-                if fourlw::parse_mode(&answer).is_some() {
+                // The secure port opens after the plaintext one: wait until it accepts too.
+                let secure_open = match secure {
+                    None => true,
+                    Some(at) => tokio::net::TcpStream::connect(at).await.is_ok(),
+                };
+                if fourlw::parse_mode(&answer).is_some() && secure_open {
                     return Ok(());
                 }
             }
@@ -325,6 +387,19 @@ impl ZkCluster {
     /// The direct connect string, `127.0.0.1:p1,127.0.0.1:p2,...`.
     pub fn connect_string(&self) -> String {
         self.nodes.iter().map(|n| n.client_addr().to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    /// The connect string of the servers' TLS ports, or `None` for a cluster started without
+    /// [`ClusterConfig::tls`].
+    pub fn secure_connect_string(&self) -> Option<String> {
+        let addrs: Option<Vec<String>> =
+            self.nodes.iter().map(|n| n.secure_addr().map(|a| a.to_string())).collect();
+        addrs.map(|a| a.join(","))
+    }
+
+    /// The CA and client identities of a TLS cluster (see [`TlsFiles`]), or `None`.
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
     }
 
     /// The direct connect string with a chroot suffix, e.g. `connect_string_chroot("/app")`.

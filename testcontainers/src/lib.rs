@@ -5,13 +5,16 @@
 //!   with a `Mode:` line.
 //! * Per-node control: [`ZkCluster::stop`], [`ZkCluster::kill`], [`ZkCluster::restart`],
 //!   [`ZkCluster::freeze`], [`ZkCluster::thaw`], [`ZkCluster::leader`], [`ZkCluster::mntr`].
-//! * [`FaultProxy`]: cut, blackhole and latency between one client and the cluster.
+//! * [`FaultProxy`]: cut, reset, blackhole and latency between one client and the cluster.
+//! * TLS ([`ClusterConfig::tls`]): a `secureClientPort` per server with a throwaway CA, server
+//!   and client certificates made by `openssl` ([`TlsFiles`]); one-way or mutual.
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
 //!
 //! Backends: the local one (default) runs Debian's `zookeeper` package or `$ZOOKEEPER_HOME` as
 //! `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
 //! behind the `docker` cargo feature.
 
+mod certs;
 mod cluster;
 mod docker;
 mod error;
@@ -21,7 +24,8 @@ mod ports;
 mod proxy;
 mod spawner;
 
-pub use cluster::{ClusterConfig, Mntr, ZkCluster};
+pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
+pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
 pub use error::HarnessError;
 pub use fourlw::Mode;
 pub use proxy::FaultProxy;

@@ -9,6 +9,7 @@ use crate::{spawner, HarnessError};
 const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
 /// Debian's slf4j binding that sends the server's log to stderr (our per-node log file).
 const DEBIAN_SLF4J: &str = "/usr/share/java/slf4j-simple.jar";
+const DEBIAN_NETTY_CODEC: &str = "/usr/share/java/netty-codec.jar";
 
 /// What to tell a person when no local ZooKeeper is found.
 pub(crate) const INSTALL_HINT: &str = "install one of:\n  \
@@ -40,9 +41,13 @@ impl LocalInstall {
         }
         if Path::new(DEBIAN_JAR).exists() {
             let mut classpath = DEBIAN_JAR.to_string();
-            if Path::new(DEBIAN_SLF4J).exists() {
-                classpath.push(':');
-                classpath.push_str(DEBIAN_SLF4J);
+            // Debian's zookeeper.jar manifest omits netty-codec, which Netty's TLS handler
+            // needs: without it the secure port closes every connection.
+            for extra in [DEBIAN_SLF4J, DEBIAN_NETTY_CODEC] {
+                if Path::new(extra).exists() {
+                    classpath.push(':');
+                    classpath.push_str(extra);
+                }
             }
             return Ok(LocalInstall { classpath });
         }
