@@ -23,16 +23,15 @@ fn secure(zk: &ZkCluster) -> String {
     zk.secure_connect_string().expect("a TLS cluster has secure ports")
 }
 
-fn trust(zk: &ZkCluster) -> TlsConfig {
-    TlsConfig::from_ca_file(&files(zk).ca).expect("the cluster's CA")
+fn trust(f: &TlsFiles) -> TlsConfig {
+    TlsConfig::from_ca_file(&f.ca).expect("the cluster's CA")
 }
 
-/// A client of the cluster's CA presenting the first (or the other) client certificate.
-fn identified(zk: &ZkCluster, other: bool) -> TlsConfig {
-    let f = files(zk);
+/// A client of the CA presenting the first (or the other) client certificate.
+fn identified(f: &TlsFiles, other: bool) -> TlsConfig {
     let (cert, key) =
         if other { (&f.other_client_cert, &f.other_client_key) } else { (&f.client_cert, &f.client_key) };
-    trust(zk).with_identity_files(cert, key).expect("a client identity")
+    trust(f).with_identity_files(cert, key).expect("a client identity")
 }
 
 async fn connect_tls(connect: &str, tls: TlsConfig) -> Result<Client, Error> {
@@ -44,8 +43,8 @@ async fn connect_tls(connect: &str, tls: TlsConfig) -> Result<Client, Error> {
 async fn a_lock_taken_over_tls_excludes_a_contender_over_tls() {
     let zk = tls_cluster(TlsMode::ServerAuth).await;
     // The secure port speaks nothing but TLS: a session there is a TLS session.
-    let a = connect_tls(&secure(&zk), trust(&zk)).await.expect("TLS client a");
-    let b = connect_tls(&secure(&zk), trust(&zk)).await.expect("TLS client b");
+    let a = connect_tls(&secure(&zk), trust(files(&zk))).await.expect("TLS client a");
+    let b = connect_tls(&secure(&zk), trust(files(&zk))).await.expect("TLS client b");
     let (ma, mb) =
         (InterProcessMutex::new(a, "/tls/lock").unwrap(), InterProcessMutex::new(b, "/tls/lock").unwrap());
 
@@ -73,7 +72,7 @@ async fn the_wrong_protocol_or_the_wrong_ca_fails_cleanly() {
         other => panic!("a plaintext client reached the secure port: {other:?}"),
     }
     // TLS to the plaintext port.
-    match connect_tls(&zk.connect_string(), trust(&zk)).await {
+    match connect_tls(&zk.connect_string(), trust(files(&zk))).await {
         Err(Error::Connect { .. }) => {}
         other => panic!("a TLS client reached the plaintext port: {other:?}"),
     }
@@ -85,7 +84,7 @@ async fn the_wrong_protocol_or_the_wrong_ca_fails_cleanly() {
     }
     // A name the certificate cannot be checked against is refused before anything is sent.
     let port = secure(&zk).rsplit(':').next().unwrap().to_string();
-    match connect_tls(&format!("not_a_host!:{port}"), trust(&zk)).await {
+    match connect_tls(&format!("not_a_host!:{port}"), trust(files(&zk))).await {
         Err(Error::Tls { reason }) => assert!(reason.contains("not_a_host!"), "{reason}"),
         other => panic!("expected a TLS name error, got {other:?}"),
     }
@@ -98,24 +97,24 @@ async fn the_wrong_protocol_or_the_wrong_ca_fails_cleanly() {
 async fn mutual_tls_names_the_client_by_its_certificate_for_creator_only_locks() {
     let zk = tls_cluster(TlsMode::Mutual).await;
     // No certificate: the server ends the handshake.
-    match connect_tls(&secure(&zk), trust(&zk)).await {
+    match connect_tls(&secure(&zk), trust(files(&zk))).await {
         Err(Error::Connect { .. }) => {}
         other => panic!("a client without a certificate got a session under ssl.clientAuth=need: {other:?}"),
     }
-    let alice = connect_tls(&secure(&zk), identified(&zk, false)).await.expect("client certificate");
+    let alice = connect_tls(&secure(&zk), identified(files(&zk), false)).await.expect("client certificate");
     let mutex =
         InterProcessMutex::with_options(alice, "/mtls/lock", LockOptions::new().acls(Acls::creator_all()))
             .unwrap();
     let held = mutex.acquire().await.unwrap();
 
     // Creator-only means "the certificate's subject": ZooKeeper's x509 provider put it in the ACL.
-    let admin = connect_tls(&secure(&zk), identified(&zk, false)).await.unwrap();
+    let admin = connect_tls(&secure(&zk), identified(files(&zk), false)).await.unwrap();
     let (acl, _) = admin.get_acl(held.node_path()).await.unwrap();
     assert_eq!(acl.len(), 1, "{acl:?}");
     assert_eq!((acl[0].scheme(), acl[0].id()), ("x509", CLIENT_SUBJECT));
 
     // Another certificate from the same CA is another identity: refused, with the path.
-    let other = connect_tls(&secure(&zk), identified(&zk, true)).await.expect("other certificate");
+    let other = connect_tls(&secure(&zk), identified(files(&zk), true)).await.expect("other certificate");
     assert_eq!(other.delete(held.node_path(), None).await, Err(ZkError::NoAuth));
     match zk_recipes::request_revocation(&other, held.node_path()).await {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
@@ -145,14 +144,14 @@ fn unusable_ca_files_are_typed_errors_naming_the_file() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_key_never_reaches_debug_output() {
-    // Real material from the harness: a CA, a certificate and its key.
-    let zk = tls_cluster(TlsMode::ServerAuth).await;
-    let f = files(&zk);
+#[test]
+fn a_client_key_never_reaches_debug_output() {
+    // Real material from the harness (no server needed): a CA, a certificate and its key.
+    let dir = tempfile::tempdir().unwrap();
+    let f = &TlsFiles::generate(dir.path()).unwrap();
     let key = TlsFiles::read(&f.client_key).unwrap();
     let body: String = key.lines().filter(|l| !l.starts_with("-----")).collect();
-    let tls = identified(&zk, false);
+    let tls = identified(f, false);
     let shown = format!("{tls:?} {:?}", ConnectOptions::new(Duration::from_secs(1)).tls(tls.clone()));
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
     for chunk in body.as_bytes().chunks(16) {
@@ -160,7 +159,7 @@ async fn a_client_key_never_reaches_debug_output() {
     }
     assert!(shown.contains("key redacted"), "{shown}");
     // A certificate file given as the key is an error naming the file, not a panic.
-    match trust(&zk).with_identity_files(&f.client_cert, &f.client_cert) {
+    match trust(f).with_identity_files(&f.client_cert, &f.client_cert) {
         Err(Error::Tls { reason }) => assert!(reason.contains("client.pem"), "{reason}"),
         other => panic!("a certificate was taken for a key: {other:?}"),
     }

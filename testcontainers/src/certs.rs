@@ -49,34 +49,39 @@ impl TlsFiles {
     pub fn read(path: &Path) -> Result<String, HarnessError> {
         std::fs::read_to_string(path).map_err(HarnessError::io(format!("reading {}", path.display())))
     }
-}
 
-/// Makes the whole set in `dir`.
-pub(crate) fn generate(dir: &Path) -> Result<TlsFiles, HarnessError> {
-    std::fs::create_dir_all(dir).map_err(HarnessError::io(format!("creating {}", dir.display())))?;
-    let at = |name: &str| dir.join(name);
-    self_signed_ca(dir, "ca", "/CN=zk-testcluster CA")?;
-    self_signed_ca(dir, "rogue-ca", "/CN=zk-testcluster rogue CA")?;
-    signed(
-        dir,
-        "server",
-        "/CN=localhost",
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-    )?;
-    signed(dir, "client", &slashed(CLIENT_SUBJECT), "extendedKeyUsage=clientAuth\n")?;
-    signed(dir, "other-client", &slashed(OTHER_CLIENT_SUBJECT), "extendedKeyUsage=clientAuth\n")?;
-    let store = [TlsFiles::read(&at("server.key"))?, TlsFiles::read(&at("server.pem"))?].concat();
-    std::fs::write(at("server-store.pem"), store)
-        .map_err(HarnessError::io("writing the server key store"))?;
-    Ok(TlsFiles {
-        ca: at("ca.pem"),
-        rogue_ca: at("rogue-ca.pem"),
-        client_cert: at("client.pem"),
-        client_key: at("client.key"),
-        other_client_cert: at("other-client.pem"),
-        other_client_key: at("other-client.key"),
-        server_store: at("server-store.pem"),
-    })
+    /// Makes the whole set in `dir` (see the module docs). A TLS cluster calls this for its own
+    /// directory; tests that need only the files, not a server, may call it themselves.
+    ///
+    /// # Errors
+    /// [`HarnessError::NoBackend`] when the `openssl` command is missing;
+    /// [`HarnessError::Io`] when it fails or a file cannot be written.
+    pub fn generate(dir: &Path) -> Result<TlsFiles, HarnessError> {
+        std::fs::create_dir_all(dir).map_err(HarnessError::io(format!("creating {}", dir.display())))?;
+        let at = |name: &str| dir.join(name);
+        self_signed_ca(dir, "ca", "/CN=zk-testcluster CA")?;
+        self_signed_ca(dir, "rogue-ca", "/CN=zk-testcluster rogue CA")?;
+        signed(
+            dir,
+            "server",
+            "/CN=localhost",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+        )?;
+        signed(dir, "client", &slashed(CLIENT_SUBJECT), "extendedKeyUsage=clientAuth\n")?;
+        signed(dir, "other-client", &slashed(OTHER_CLIENT_SUBJECT), "extendedKeyUsage=clientAuth\n")?;
+        let store = [TlsFiles::read(&at("server.key"))?, TlsFiles::read(&at("server.pem"))?].concat();
+        std::fs::write(at("server-store.pem"), store)
+            .map_err(HarnessError::io("writing the server key store"))?;
+        Ok(TlsFiles {
+            ca: at("ca.pem"),
+            rogue_ca: at("rogue-ca.pem"),
+            client_cert: at("client.pem"),
+            client_key: at("client.key"),
+            other_client_cert: at("other-client.pem"),
+            other_client_key: at("other-client.key"),
+            server_store: at("server-store.pem"),
+        })
+    }
 }
 
 /// `CN=a,O=b` (how the JDK prints a subject) as `openssl -subj` wants it: `/O=b/CN=a`.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::certs::{self, TlsFiles};
+use crate::certs::TlsFiles;
 use crate::fourlw::{self, Mode};
 use crate::local::{self, LocalInstall};
 use crate::ports::free_ports;
@@ -231,7 +231,7 @@ impl ZkCluster {
             .collect::<Vec<_>>();
         let tls = match config.tls {
             TlsMode::Off => None,
-            TlsMode::ServerAuth | TlsMode::Mutual => Some(certs::generate(&dir.path().join("tls"))?),
+            TlsMode::ServerAuth | TlsMode::Mutual => Some(TlsFiles::generate(&dir.path().join("tls"))?),
         };
         let cluster = ZkCluster {
             config,
