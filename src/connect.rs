@@ -8,10 +8,13 @@ use crate::error::{Error, Result};
 #[cfg(feature = "tls")]
 use crate::TlsConfig;
 
-/// How to connect. `ConnectOptions::new(timeout)` is what [`connect`] uses.
+/// How to connect a [`crate::Session`]. `ConnectOptions::new(timeout)` is what
+/// [`crate::Session::connect`] uses.
 #[derive(Clone)]
+#[must_use]
 pub struct ConnectOptions {
-    session_timeout: Duration,
+    pub(crate) session_timeout: Duration,
+    pub(crate) backoff: (Duration, Duration),
     auth: Vec<(String, Vec<u8>)>,
     create_chroot: bool,
     #[cfg(feature = "tls")]
@@ -25,7 +28,8 @@ impl std::fmt::Debug for ConnectOptions {
         let mut out = f.debug_struct("ConnectOptions");
         out.field("session_timeout", &self.session_timeout)
             .field("auth", &format_args!("{schemes:?} (credentials redacted)"))
-            .field("create_chroot", &self.create_chroot);
+            .field("create_chroot", &self.create_chroot)
+            .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
         out.finish()
@@ -33,10 +37,13 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// A session timeout; no credentials; a missing chroot is an error.
+    /// A session timeout (the server clamps it to its `[minSessionTimeout, maxSessionTimeout]`,
+    /// by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
+    /// after an expiry backs off from 50 ms up to 5 s.
     pub fn new(session_timeout: Duration) -> ConnectOptions {
         ConnectOptions {
             session_timeout,
+            backoff: (Duration::from_millis(50), Duration::from_secs(5)),
             auth: Vec::new(),
             create_chroot: false,
             #[cfg(feature = "tls")]
@@ -60,6 +67,16 @@ impl ConnectOptions {
         self
     }
 
+    /// How a [`crate::Session`] paces its attempts to start a new session after an expiry:
+    /// the first waits about `initial`, each next one twice as long, at most `max`, each with
+    /// random jitter (between half and the whole of the delay). Attempts go on until the session
+    /// is closed.
+    pub fn reconnect_backoff(mut self, initial: Duration, max: Duration) -> ConnectOptions {
+        let initial = initial.max(Duration::from_millis(1));
+        self.backoff = (initial, max.max(initial));
+        self
+    }
+
     /// Creates the connect string's chroot (`host:port/app`) when it does not exist, instead of
     /// failing with [`Error::ChrootMissing`].
     pub fn create_chroot(mut self, create: bool) -> ConnectOptions {
@@ -68,22 +85,8 @@ impl ConnectOptions {
     }
 }
 
-/// Connects to `connect` (`host:port,host:port[/chroot]`) with the given session timeout.
-///
-/// The wait is bounded: an unreachable ensemble gives [`Error::Connect`] after about the session
-/// timeout, never a hang.
-///
-/// # Errors
-/// [`Error::Connect`] with the client's reason; [`Error::ChrootMissing`].
-///
-/// # Cancel safety
-/// Cancel-safe: dropping the future abandons the attempt.
-pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Client> {
-    connect_with(connect, &ConnectOptions::new(session_timeout)).await
-}
-
-/// Connects with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked (or
-/// created).
+/// Opens one raw client with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked
+/// (or created). A [`crate::Session`] calls this for its first session and after every expiry.
 ///
 /// A server that speaks the other protocol (plaintext where TLS is configured, or the reverse)
 /// never completes a handshake: that is an [`Error::Connect`] after the bounded wait, as for an
@@ -97,7 +100,7 @@ pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Client>
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
-pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Client> {
+pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
     let (servers, chroot) = split_chroot(connect);
     let client = open(servers, options, connect).await?;
     let Some(chroot) = chroot else { return Ok(client) };

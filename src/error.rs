@@ -56,10 +56,18 @@ pub enum Error {
         reason: PathError,
     },
 
-    /// The ZooKeeper session expired (or was closed). The client can't be used again: build a
-    /// new one. Every node this session created is gone, so any lock it held is lost.
-    #[error("ZooKeeper session expired or closed")]
+    /// The ZooKeeper session expired: every node it created is gone, so any lock it held is
+    /// lost. A [`crate::Session`] starts a new session by itself; recipes built from it carry
+    /// on (acquires queue again), so this reaches you only from calls bound to the old session
+    /// (a hold's release, a raw client taken before the expiry) or from
+    /// [`crate::Session::client`] while the new session is being started. Try again after
+    /// [`crate::Session::connected`].
+    #[error("ZooKeeper session expired; a new one is being started (await Session::connected, then retry)")]
     SessionExpired,
+
+    /// The [`crate::Session`] was closed (or every handle to it dropped). Connect a new one.
+    #[error("the ZooKeeper session was closed; connect a new Session")]
+    SessionClosed,
 
     /// The connection dropped while a request was in flight and its outcome is unknown. Local
     /// state is consistent and a later call may succeed.
@@ -129,6 +137,14 @@ pub enum Error {
         path: String,
     },
 
+    /// [`crate::LockGuard::reenter`] on a lock that is not reentrant (a semaphore lease, an
+    /// `InterProcessSemaphoreMutex`). Acquire it again through the recipe instead (which waits).
+    #[error("the lock on {path} is not reentrant; acquire it again through the recipe instead")]
+    NotReentrant {
+        /// The lock path.
+        path: String,
+    },
+
     /// The recipe was started twice.
     #[error("the recipe on {path} is already started")]
     AlreadyStarted {
@@ -158,15 +174,6 @@ pub enum Error {
         recipe: &'static str,
         /// The format asked for.
         format: crate::NodeFormat,
-    },
-
-    /// A handle holding only the read lock asked for the write lock. Curator deadlocks here; we
-    /// refuse. Release the read lock first, or take the write lock first and then the read
-    /// lock (a downgrade).
-    #[error("upgrading a read lock to a write lock on {path} is refused (it would deadlock)")]
-    UpgradeRefused {
-        /// The lock path.
-        path: String,
     },
 
     /// A semaphore was asked for a lease count it can never grant (0, or above its maximum).

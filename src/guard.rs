@@ -9,11 +9,17 @@ use crate::error::{Error, Result};
 use crate::hold::Hold;
 use crate::status::LockStatus;
 
-/// A held lock. Dropping it releases in the background; [`LockGuard::release`] releases and
-/// reports errors. It is `Send + Sync` and may be released from any task or thread.
+/// A held lock: the proof of ownership. Dropping it releases in the background;
+/// [`LockGuard::release`] releases and reports errors. It is `Send + Sync` and may be released
+/// from any task or thread.
 ///
-/// With a reentrant lock, every successful acquire through the same handle returns its own guard
-/// for the same node; the node is deleted when the last of them is released.
+/// Reentrancy goes through the guard, never through the lock handle: [`LockGuard::reenter`]
+/// takes a nested hold on the same node (for code that is handed the guard), and the node is
+/// deleted when the last of them is released. Two `acquire` calls on one handle, from any two
+/// tasks, exclude each other.
+///
+/// A hold belongs to the session it was taken in: if that session expires, the hold is
+/// [`LockStatus::Lost`] for good, and releasing it never touches a later session's nodes.
 #[must_use = "dropping the guard releases the lock"]
 pub struct LockGuard {
     hold: Arc<Hold>,
@@ -49,6 +55,37 @@ impl LockGuard {
         self.hold.path()
     }
 
+    /// Takes a nested hold on the same node: a second guard that proves the same ownership. The
+    /// node is deleted when the last guard is released. This is the only way to re-enter a
+    /// lock; acquiring again through the handle waits like any other contender.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the hold is lost (or released); [`Error::NotReentrant`] for a
+    /// semaphore lease or an `InterProcessSemaphoreMutex`.
+    pub fn reenter(&self) -> Result<LockGuard> {
+        self.hold.retain()?;
+        Ok(LockGuard::new(self.hold.clone()))
+    }
+
+    /// Keeps `other` held until this hold is released (a downgrade keeps its write hold).
+    pub(crate) fn keep_until_released(&self, other: LockGuard) {
+        self.hold.keep(other);
+    }
+
+    /// The session generation this hold was taken in (see [`crate::Session::generation`]).
+    pub fn session_generation(&self) -> u64 {
+        self.hold.generation()
+    }
+
+    /// The instant before which ZooKeeper cannot have expired the session of this hold, and so
+    /// cannot have given the lock to anyone else: the send time of the session's latest
+    /// answered request plus the negotiated timeout. Work that must not overlap another holder
+    /// must stop before it, less your own margin (scheduling, the time it takes to stop).
+    /// `None` once the hold is lost or released. While connected it keeps moving forward.
+    pub fn safe_until(&self) -> Option<std::time::Instant> {
+        self.hold.safe_until()
+    }
+
     /// A channel of [`LockStatus`] changes, starting with the current one.
     pub fn status(&self) -> watch::Receiver<LockStatus> {
         self.hold.status()
@@ -80,12 +117,11 @@ impl LockGuard {
     /// # Errors
     /// [`Error::ZooKeeper`] if the client refuses the node path (it never does for a valid lock).
     pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
-        let writer = self
-            .hold
-            .client()
-            .new_check_writer(self.hold.path(), None)
-            .map_err(Error::zk("fenced write", self.hold.path()))?;
-        Ok(FencedWriter { writer, lock: self.hold.root().as_str() })
+        self.hold.fenced_writer()
+    }
+
+    pub(crate) fn hold(&self) -> &Arc<Hold> {
+        &self.hold
     }
 
     /// Releases this hold; the node is deleted when it is the handle's last.
@@ -131,12 +167,17 @@ impl Drop for LockGuard {
 }
 
 /// Operations that commit only while the lock node exists. See [`LockGuard::fenced_writer`].
+#[must_use = "a fenced write does nothing until committed"]
 pub struct FencedWriter<'a> {
     writer: CheckWriter<'a>,
     lock: &'a str,
 }
 
-impl FencedWriter<'_> {
+impl<'a> FencedWriter<'a> {
+    pub(crate) fn new(writer: CheckWriter<'a>, lock: &'a str) -> FencedWriter<'a> {
+        FencedWriter { writer, lock }
+    }
+
     /// Adds a create.
     ///
     /// # Errors

@@ -5,14 +5,15 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{oneshot, watch, OwnedMutexGuard};
 use zookeeper_client::{Client, Error as ZkError, EventType, SessionState};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, PendingEvent};
+use crate::session::Conn;
 use crate::status::{LockStatus, LossPolicy};
 
 /// How long release keeps retrying a delete across connection losses before it hands the delete
@@ -23,14 +24,20 @@ fn release_patience(client: &Client) -> Duration {
 
 /// One admitted node and everything a holder needs.
 pub(crate) struct Hold {
-    client: Client,
+    conn: Conn,
     root: LockPath,
     path: String,
     czxid: i64,
     policy: LossPolicy,
     janitor: Janitor,
-    /// Reentrant holds through one handle; 0 once released.
+    /// Holds on this node (the first, and each [`crate::LockGuard::reenter`]); 0 once released.
     count: Mutex<usize>,
+    /// Whether [`crate::LockGuard::reenter`] may take more holds.
+    reentrant: bool,
+    /// The handle's local turn (see `LockCore`), given back when the last hold goes.
+    turn: Mutex<Option<OwnedMutexGuard<()>>>,
+    /// Other holds that must last as long as this one (a downgrade's write hold).
+    companions: Mutex<Vec<crate::guard::LockGuard>>,
     status: watch::Sender<LockStatus>,
     releasing: Arc<AtomicBool>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
@@ -47,27 +54,51 @@ impl std::fmt::Debug for Hold {
 }
 
 impl Hold {
-    /// Takes over an admitted entry and starts its monitor.
-    pub fn start(entry: Entry, policy: LossPolicy, janitor: &Janitor) -> Arc<Hold> {
+    /// Takes over an admitted entry and starts its monitor. `turn`, if any, is given back when
+    /// the last hold is released.
+    pub fn start(
+        entry: Entry,
+        policy: LossPolicy,
+        janitor: &Janitor,
+        reentrant: bool,
+        turn: Option<OwnedMutexGuard<()>>,
+    ) -> Arc<Hold> {
         let root = entry.root.clone();
-        let (client, path, czxid, own) = entry.into_parts();
+        let (conn, path, czxid, own) = entry.into_parts();
         let (status, _) = watch::channel(LockStatus::Held);
         let (stop_tx, stop_rx) = oneshot::channel();
         let releasing = Arc::new(AtomicBool::new(false));
         let hold = Arc::new(Hold {
-            client: client.clone(),
+            conn: conn.clone(),
             root,
             path: path.clone(),
             czxid,
             policy,
             janitor: janitor.clone(),
             count: Mutex::new(1),
+            reentrant,
+            turn: Mutex::new(turn),
+            companions: Mutex::new(Vec::new()),
             status: status.clone(),
             releasing: releasing.clone(),
             stop: Mutex::new(Some(stop_tx)),
         });
-        tokio::spawn(monitor(client, path, own, status, releasing, stop_rx));
+        tokio::spawn(monitor(conn.client, path, own, status, releasing, stop_rx));
         hold
+    }
+
+    /// The session generation this hold was taken in.
+    pub fn generation(&self) -> u64 {
+        self.conn.generation
+    }
+
+    /// The instant before which the server cannot have expired the session this hold lives in;
+    /// `None` once the hold is lost or released, or its session is no longer the current one.
+    pub fn safe_until(&self) -> Option<Instant> {
+        if *self.counter() == 0 || self.current_status() == LockStatus::Lost {
+            return None;
+        }
+        self.conn.safe_until()
     }
 
     pub fn path(&self) -> &str {
@@ -78,8 +109,11 @@ impl Hold {
         &self.root
     }
 
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// See [`crate::LockGuard::fenced_writer`].
+    pub fn fenced_writer(&self) -> Result<crate::guard::FencedWriter<'_>> {
+        let writer =
+            self.conn.client.new_check_writer(&self.path, None).map_err(Error::zk("fenced write", &self.path))?;
+        Ok(crate::guard::FencedWriter::new(writer, self.root.as_str()))
     }
 
     pub fn fencing_token(&self) -> u64 {
@@ -102,26 +136,46 @@ impl Hold {
         self.count.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes one more reentrant hold, unless the hold is released or lost.
-    pub fn retain(&self) -> bool {
+    /// Takes one more hold on the node (reentrancy through a guard).
+    ///
+    /// # Errors
+    /// [`Error::NotReentrant`] for a non-reentrant recipe; [`Error::LockLost`] when the hold is
+    /// lost or already released.
+    pub fn retain(&self) -> Result<()> {
+        if !self.reentrant {
+            return Err(Error::NotReentrant { path: self.root.to_string() });
+        }
         let mut count = self.counter();
         if *count == 0 || self.current_status() == LockStatus::Lost {
-            return false;
+            return Err(Error::LockLost { path: self.root.to_string() });
         }
         *count += 1;
-        true
+        Ok(())
     }
 
-    /// Whether [`Hold::retain`] would succeed now.
-    pub fn retain_possible(&self) -> bool {
+    /// Whether the hold is still taken and not lost.
+    pub fn is_live(&self) -> bool {
         *self.counter() > 0 && self.current_status() != LockStatus::Lost
     }
 
-    /// Gives back one hold; `true` when it was the last, and the node must go.
+    /// Gives back one hold; `true` when it was the last, and the node must go (the handle's
+    /// local turn is given back at once: the next local task may queue behind our node).
     pub fn release_one(&self) -> bool {
         let mut count = self.counter();
         *count = count.saturating_sub(1);
-        *count == 0
+        let last = *count == 0;
+        drop(count);
+        if last {
+            drop(self.turn.lock().unwrap_or_else(|e| e.into_inner()).take());
+            // Dropped guards release in the background.
+            drop(std::mem::take(&mut *self.companions.lock().unwrap_or_else(|e| e.into_inner())));
+        }
+        last
+    }
+
+    /// Keeps `other` held until this hold is released.
+    pub fn keep(&self, other: crate::guard::LockGuard) {
+        self.companions.lock().unwrap_or_else(|e| e.into_inner()).push(other);
     }
 
     /// Resolves when the status counts as lost under the policy.
@@ -150,9 +204,12 @@ impl Hold {
         let mut attempts = 0;
         let deleting = retry::on_connection_loss(|| {
             attempts += 1;
-            self.client.delete(&self.path, None)
+            self.conn.client.delete(&self.path, None)
         });
-        let outcome = tokio::time::timeout(release_patience(&self.client), deleting).await;
+        let outcome = tokio::time::timeout(release_patience(&self.conn.client), deleting).await;
+        if matches!(outcome, Ok(Ok(()) | Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::ClientClosed))) {
+            self.conn.untrack(&self.path);
+        }
         let retried = attempts > 1;
         let result = match outcome {
             Ok(Ok(())) if !was_lost => Ok(()),
@@ -163,9 +220,9 @@ impl Hold {
             }
             Ok(Err(e)) => Err(Error::from_zk("delete", &self.path, e)),
             Err(_) => {
-                let (client, path) = (self.client.clone(), self.path.clone());
+                let (conn, path) = (self.conn.clone(), self.path.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    delete_quietly(&client, &path).await
+                    delete_quietly(&conn, &path).await
                 });
                 Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() })
             }

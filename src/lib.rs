@@ -31,15 +31,19 @@ mod revocation;
 mod rwlock;
 mod semaphore;
 mod semaphore_mutex;
+mod session;
 mod status;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use connect::{connect, connect_with, ConnectOptions};
+pub use connect::ConnectOptions;
 pub use error::{is_connection_loss, Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
-pub use leader::{LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions};
+pub use leader::{
+    LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions, TermEnded,
+    TermOutcome,
+};
 pub use multi_lock::{InterProcessMultiLock, MultiLockGuard};
 pub use mutex::InterProcessMutex;
 pub use naming::NodeFormat;
@@ -51,6 +55,7 @@ pub use revocation::request_revocation;
 pub use rwlock::InterProcessReadWriteLock;
 pub use semaphore::InterProcessSemaphore;
 pub use semaphore_mutex::InterProcessSemaphoreMutex;
+pub use session::{ConnectionState, Session, SessionStatus};
 pub use status::{LockStatus, LossPolicy};
 #[cfg(feature = "tls")]
 pub use tls::TlsConfig;

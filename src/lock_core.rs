@@ -1,8 +1,9 @@
 //! The acquire/hold/release cycle shared by every lock recipe, on the queue engine.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
+use tokio::sync::OwnedMutexGuard;
 use tracing::Instrument;
 
 use crate::error::{Error, Result};
@@ -10,14 +11,16 @@ use crate::guard::LockGuard;
 use crate::hold::Hold;
 use crate::options::LockOptions;
 use crate::participants::{self, Participant};
-use crate::queue::{Admission, Decision, Queue};
+use crate::queue::{Admission, Decision, Entry, Queue};
+use crate::session::Conn;
 use crate::status::LossPolicy;
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
     Forever,
-    /// Only if free now.
+    /// Only if free now. ZooKeeper must answer within the session timeout, or the try fails with
+    /// [`Error::Timeout`].
     Try,
     Until(Instant),
 }
@@ -28,20 +31,24 @@ pub(crate) struct LockSpec {
     pub recipe: &'static str,
     pub marker: &'static str,
     pub rule: Arc<dyn Admission>,
+    /// Whether a guard may take nested holds ([`LockGuard::reenter`]).
     pub reentrant: bool,
+    /// Whether tasks sharing one handle take turns locally before queueing in ZooKeeper (every
+    /// exclusive lock); shared locks (readers, semaphore leases) queue each acquire.
+    pub exclusive: bool,
 }
 
-/// Runs `fut` until `wait`'s deadline, when it has one; `None` if the deadline came first (the
+/// Runs `fut` until `deadline`, when there is one; `None` if the deadline came first (the
 /// future is dropped, which every queue future survives: see their cancel safety).
-async fn by_deadline<F: std::future::Future>(wait: Wait, fut: F) -> Option<F::Output> {
-    match wait {
-        Wait::Until(deadline) => tokio::time::timeout_at(deadline.into(), fut).await.ok(),
-        Wait::Forever | Wait::Try => Some(fut.await),
+async fn by_deadline<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+    match deadline {
+        Some(deadline) => tokio::time::timeout_at(deadline.into(), fut).await.ok(),
+        None => Some(fut.await),
     }
 }
 
-/// A lock on a queue: a marker for our nodes, a rule for admission, and (when reentrant) the
-/// handle's current hold.
+/// A lock on a queue: a marker for our nodes, a rule for admission, and (for exclusive locks) a
+/// local turn that tasks sharing the handle take one at a time.
 pub(crate) struct LockCore {
     pub queue: Queue,
     pub marker: &'static str,
@@ -50,10 +57,11 @@ pub(crate) struct LockCore {
     pub policy: LossPolicy,
     pub recipe: &'static str,
     reentrant: bool,
-    /// Serialises acquisitions through one handle, so that a second one re-enters the first's
-    /// hold rather than queueing behind it.
-    gate: tokio::sync::Mutex<()>,
-    current: Mutex<Option<Arc<Hold>>>,
+    /// A fair (FIFO) local queue in front of the ZooKeeper queue: only the task whose turn it is
+    /// has a node, so many tasks on one handle cost one node at a time, and exclude each other.
+    turn: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// The latest hold taken through this handle, for `is_held_by_this_handle`.
+    current: Mutex<Weak<Hold>>,
 }
 
 impl LockCore {
@@ -66,18 +74,14 @@ impl LockCore {
             policy: options.loss_policy,
             recipe: spec.recipe,
             reentrant: spec.reentrant,
-            gate: tokio::sync::Mutex::new(()),
-            current: Mutex::new(None),
+            turn: spec.exclusive.then(|| Arc::new(tokio::sync::Mutex::new(()))),
+            current: Mutex::new(Weak::new()),
         }
     }
 
-    fn current(&self) -> std::sync::MutexGuard<'_, Option<Arc<Hold>>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// This handle's live hold, if any (reentrant locks only).
-    pub fn held(&self) -> Option<Arc<Hold>> {
-        self.current().as_ref().filter(|h| h.retain_possible()).cloned()
+    /// Whether a task holds the lock through this handle now, as far as it knows.
+    pub fn held_here(&self) -> bool {
+        self.current.lock().unwrap_or_else(|e| e.into_inner()).upgrade().is_some_and(|h| h.is_live())
     }
 
     pub async fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
@@ -94,42 +98,105 @@ impl LockCore {
 
     /// As [`LockCore::acquire`], creating our node with `marker` instead of the recipe's.
     pub async fn acquire_marked(&self, wait: Wait, marker: &str) -> Result<Option<LockGuard>> {
+        self.acquire_by(wait, marker, self.rule.as_ref(), true).await
+    }
+
+    /// As [`LockCore::acquire_marked`], admitted by `rule`, with or without the local turn.
+    pub async fn acquire_by(
+        &self,
+        wait: Wait,
+        marker: &str,
+        rule: &dyn Admission,
+        take_turn: bool,
+    ) -> Result<Option<LockGuard>> {
         let span = tracing::info_span!(
             "acquire",
             recipe = self.recipe,
             path = %self.queue.root,
             node = tracing::field::Empty,
-            seq = tracing::field::Empty
+            seq = tracing::field::Empty,
+            generation = tracing::field::Empty,
         );
-        self.acquire_inner(wait, marker, span.clone()).instrument(span).await
+        self.acquire_inner(wait, marker, rule, take_turn, span.clone()).instrument(span).await
     }
 
     async fn acquire_inner(
         &self,
         wait: Wait,
         marker: &str,
+        rule: &dyn Admission,
+        take_turn: bool,
         span: tracing::Span,
     ) -> Result<Option<LockGuard>> {
-        let _gate = if self.reentrant {
-            let gate = match wait {
-                Wait::Try => self.gate.try_lock().ok(),
-                _ => by_deadline(wait, self.gate.lock()).await,
-            };
-            let Some(gate) = gate else { return Ok(None) };
-            if let Some(hold) = self.current().as_ref().filter(|h| h.retain()) {
-                tracing::debug!(node = %hold.path(), "re-entered");
-                return Ok(Some(LockGuard::new(hold.clone())));
-            }
-            Some(gate)
-        } else {
-            None
+        let deadline = match wait {
+            Wait::Forever => None,
+            Wait::Try => Some(Instant::now() + self.queue.session.session_timeout()),
+            Wait::Until(deadline) => Some(deadline),
         };
+        let turn = match (&self.turn, take_turn) {
+            (Some(turn), true) => {
+                let taken = match wait {
+                    Wait::Try => turn.clone().try_lock_owned().ok(),
+                    _ => by_deadline(deadline, turn.clone().lock_owned()).await,
+                };
+                match taken {
+                    Some(taken) => Some(taken),
+                    None => return Ok(None),
+                }
+            }
+            _ => None,
+        };
+        loop {
+            let Some(conn) = by_deadline(deadline, self.queue.conn()).await else {
+                return self.gave_up(wait);
+            };
+            let conn = conn?;
+            span.record("generation", conn.generation);
+            match self.attempt(&conn, wait, deadline, marker, rule, &span).await {
+                Ok(Attempt::Admitted(entry)) => return Ok(Some(self.hold(entry, turn))),
+                Ok(Attempt::NotFree) => return Ok(None),
+                Ok(Attempt::OutOfTime) => return self.gave_up(wait),
+                Err(Error::SessionExpired) if !conn.session_closed() => {
+                    tracing::info!(generation = conn.generation,
+                        "the session expired while queued; queueing again on the new session");
+                }
+                Err(Error::SessionExpired) => return Err(Error::SessionClosed),
+                Err(e) => return Err(e),
+            }
+        }
+    }
 
-        let Some(joined) = by_deadline(wait, self.queue.join(marker, &self.data)).await else {
-            // The dropped create is cleaned up in the background; wait for it, so that nothing of
-            // ours is left when we return.
-            self.queue.janitor.settled().await;
-            return Ok(None);
+    /// What a deadline that passed means: `Ok(None)` for a timed acquire; for a try, ZooKeeper
+    /// did not answer in time.
+    fn gave_up(&self, wait: Wait) -> Result<Option<LockGuard>> {
+        match wait {
+            Wait::Try => Err(Error::Timeout(self.queue.session.session_timeout())),
+            _ => Ok(None),
+        }
+    }
+
+    fn hold(&self, entry: Entry, turn: Option<OwnedMutexGuard<()>>) -> LockGuard {
+        let hold = Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn);
+        tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&hold);
+        LockGuard::new(hold)
+    }
+
+    /// One try on one session: join, then wait (or decide at once), within the deadline. Our
+    /// node is left before this returns anything but `Admitted`; a leave cut short by the
+    /// deadline goes on in the background.
+    async fn attempt(
+        &self,
+        conn: &Conn,
+        wait: Wait,
+        deadline: Option<Instant>,
+        marker: &str,
+        rule: &dyn Admission,
+        span: &tracing::Span,
+    ) -> Result<Attempt> {
+        // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
+        let Some(joined) = by_deadline(deadline, self.queue.join(conn, marker, &self.data)).await else {
+            return Ok(Attempt::OutOfTime);
         };
         let (mut entry, children) = joined?;
         span.record("node", entry.name.as_str());
@@ -138,36 +205,32 @@ impl LockCore {
         let admitted = match wait {
             Wait::Try => self
                 .queue
-                .decide(&entry, self.rule.as_ref(), &children)
-                .map(|(_, _, decision)| decision == Decision::Proceed),
+                .decide(&entry, rule, &children)
+                .map(|(_, _, decision)| if decision == Decision::Proceed { Attempt::Admitted(()) } else { Attempt::NotFree }),
             _ => {
-                let waiting = self
-                    .queue
-                    .wait_turn(&mut entry, self.rule.as_ref(), children)
-                    .instrument(tracing::debug_span!("wait"));
-                match by_deadline(wait, waiting).await {
-                    Some(result) => result.map(|()| true),
-                    // Past the deadline: not admitted; our node is left below.
-                    None => Ok(false),
+                let waiting =
+                    self.queue.wait_turn(&mut entry, rule, children).instrument(tracing::debug_span!("wait"));
+                match by_deadline(deadline, waiting).await {
+                    Some(result) => result.map(|()| Attempt::Admitted(())),
+                    None => Ok(Attempt::OutOfTime),
                 }
             }
         };
         match admitted {
-            Ok(true) => {
-                let hold = Hold::start(entry, self.policy, &self.queue.janitor);
-                tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
-                if self.reentrant {
-                    *self.current() = Some(hold.clone());
+            Ok(Attempt::Admitted(())) => Ok(Attempt::Admitted(entry)),
+            Ok(other) => {
+                if let Some(left) = by_deadline(deadline, entry.leave()).await {
+                    left?;
                 }
-                Ok(Some(LockGuard::new(hold)))
-            }
-            Ok(false) => {
-                entry.leave().await?;
-                Ok(None)
+                Ok(match other {
+                    Attempt::NotFree => Attempt::NotFree,
+                    _ => Attempt::OutOfTime,
+                })
             }
             Err(e) => {
-                if let Err(leave) = entry.leave().await {
-                    tracing::debug!(error = %leave, "leaving after an error");
+                match by_deadline(deadline, entry.leave()).await {
+                    Some(Err(leave)) => tracing::debug!(error = %leave, "leaving after an error"),
+                    Some(Ok(())) | None => {}
                 }
                 Err(e)
             }
@@ -181,14 +244,22 @@ impl LockCore {
     /// Asks every current holder to release (see [`crate::request_revocation`]); returns how
     /// many requests reached a node.
     pub async fn revoke_holders(&self) -> Result<usize> {
+        let client = self.queue.conn().await?.client;
         let mut sent = 0;
         for holder in self.participants().await?.into_iter().filter(|p| p.is_holder) {
-            if crate::revocation::request_revocation(&self.queue.client, &self.queue.root.child(&holder.node))
-                .await?
-            {
+            if crate::revocation::request_revocation(&client, &self.queue.root.child(&holder.node)).await? {
                 sent += 1;
             }
         }
         Ok(sent)
     }
+}
+
+/// How one attempt ended.
+enum Attempt<E = Entry> {
+    Admitted(E),
+    /// A try found the lock taken.
+    NotFree,
+    /// The deadline passed.
+    OutOfTime,
 }

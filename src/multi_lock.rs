@@ -2,11 +2,11 @@
 
 use std::time::{Duration, Instant};
 
-use zookeeper_client::Client;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::mutex::InterProcessMutex;
+use crate::session::Session;
 use crate::status::LockStatus;
 
 /// Several [`InterProcessMutex`]es taken as one, as Curator's `InterProcessMultiLock`.
@@ -27,17 +27,18 @@ pub struct MultiLockGuard {
 }
 
 impl InterProcessMultiLock {
-    /// A multi-lock over `paths`, one mutex each, sharing `client`.
+    /// A multi-lock over `paths`, one mutex each, on `session`.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for any invalid path.
-    pub fn new(client: Client, paths: &[&str]) -> Result<InterProcessMultiLock> {
+    pub fn new(session: &Session, paths: &[&str]) -> Result<InterProcessMultiLock> {
         let members =
-            paths.iter().map(|p| InterProcessMutex::new(client.clone(), p)).collect::<Result<Vec<_>>>()?;
+            paths.iter().map(|p| InterProcessMutex::new(session, p)).collect::<Result<Vec<_>>>()?;
         Ok(Self::from_mutexes(members))
     }
 
-    /// A multi-lock over existing mutex handles (their reentrancy is kept).
+    /// A multi-lock over existing mutex handles. Tasks sharing a handle take turns on it, so a
+    /// member shared with another multi-lock or used directly excludes them too.
     pub fn from_mutexes(mut members: Vec<InterProcessMutex>) -> InterProcessMultiLock {
         members.sort_by(|a, b| a.path().cmp(b.path()));
         members.dedup_by(|a, b| a.path() == b.path());

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zookeeper_client::Client;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
@@ -13,6 +12,7 @@ use crate::options::LockOptions;
 use crate::participants::Participant;
 use crate::path::LockPath;
 use crate::queue::{FirstN, Queue, QueueStats};
+use crate::session::Session;
 
 /// Curator's lock-node marker: nodes are `_c_<uuid>-lock-<seq>`.
 pub(crate) const LOCK_MARKER: &str = "lock-";
@@ -22,16 +22,20 @@ const LOCK_SCHEME: NameScheme = NameScheme::curator(&[LOCK_MARKER]);
 ///
 /// * **Fair and herd-free:** contenders queue as EPHEMERAL_SEQUENTIAL nodes and each watches
 ///   only its predecessor; the lock is granted in creation order.
-/// * **Reentrant per handle:** acquiring through a handle (or a clone of it) that already holds
-///   the lock returns another guard for the same hold, with no round trip. Clones share the
-///   hold, so give each independent contender its own handle.
+/// * **Exclusive between tasks:** two `acquire` calls on one handle (or its clones), from any
+///   two tasks, exclude each other, as a `tokio::sync::Mutex` would. They take turns in a local
+///   FIFO in front of the ZooKeeper queue, so many tasks on one handle cost one node at a time.
+/// * **Reentrant through the guard:** [`LockGuard::reenter`] takes a nested hold on the same
+///   node, with no round trip. The guard is the proof of ownership; the handle is not.
+/// * **Self-healing:** built from a [`Session`], an acquire that was waiting when the session
+///   expired queues again on the new session by itself (at the back of the queue).
 /// * **Safe:** every hold has a fencing token, a status channel that reports a possibly lost
 ///   lock, and fenced writes; a dropped acquire leaves no node behind.
 ///
 /// ```no_run
-/// # async fn demo(client: zookeeper_client::Client) -> zk_recipes::Result<()> {
+/// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
 /// use zk_recipes::InterProcessMutex;
-/// let mutex = InterProcessMutex::new(client, "/locks/orders")?;
+/// let mutex = InterProcessMutex::new(&session, "/locks/orders")?;
 /// let guard = mutex.acquire().await?;
 /// println!("holding with fencing token {}", guard.fencing_token());
 /// guard.release().await?;
@@ -53,29 +57,29 @@ impl InterProcessMutex {
     ///
     /// # Errors
     /// [`crate::Error::InvalidPath`] for an invalid path (see [`LockPath::new`]).
-    pub fn new(client: Client, path: &str) -> Result<InterProcessMutex> {
-        Self::with_options(client, path, LockOptions::default())
+    pub fn new(session: &Session, path: &str) -> Result<InterProcessMutex> {
+        Self::with_options(session, path, LockOptions::default())
     }
 
     /// A mutex on `path` with explicit options.
     ///
     /// # Errors
     /// As [`InterProcessMutex::new`].
-    pub fn with_options(client: Client, path: &str, options: LockOptions) -> Result<InterProcessMutex> {
-        Ok(InterProcessMutex { core: Arc::new(Self::core(client, path, &options, true)?) })
+    pub fn with_options(session: &Session, path: &str, options: LockOptions) -> Result<InterProcessMutex> {
+        Ok(InterProcessMutex { core: Arc::new(Self::core(session, path, &options, true)?) })
     }
 
     pub(crate) fn core(
-        client: Client,
+        session: &Session,
         path: &str,
         options: &LockOptions,
         reentrant: bool,
     ) -> Result<LockCore> {
-        let queue = Queue::new(client, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
+        let queue = Queue::new(session, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
             .with_acls(options.acls.clone());
         let recipe = if reentrant { "mutex" } else { "semaphore-mutex" };
         let marker = options.format.marker(LOCK_MARKER);
-        let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant };
+        let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant, exclusive: true };
         Ok(LockCore::new(queue, spec, options))
     }
 
@@ -84,10 +88,12 @@ impl InterProcessMutex {
         &self.core.queue.root
     }
 
-    /// Waits until the lock is held.
+    /// Waits until the lock is held: first for this handle's local turn (another task acquiring
+    /// through the same handle goes first), then in the ZooKeeper queue. If the session expires
+    /// while we wait, we queue again on the new session.
     ///
     /// # Errors
-    /// * [`crate::Error::SessionExpired`]: the session ended while waiting.
+    /// * [`crate::Error::SessionClosed`]: the session was closed.
     /// * [`crate::Error::NodeDeleted`]: someone deleted our queue node while we waited.
     /// * [`crate::Error::NoAuth`]: the ACLs on the path refuse us.
     /// * [`crate::Error::ZooKeeper`]: any other server error.
@@ -101,11 +107,13 @@ impl InterProcessMutex {
         self.core.acquire_forever(self.core.marker).await
     }
 
-    /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else, in
-    /// which case no node of ours is left behind.
+    /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else (or by
+    /// another task through this handle), in which case no node of ours is left behind.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// [`crate::Error::Timeout`] when ZooKeeper did not answer within the session timeout (the
+    /// connection is down): our node, if one was created, is deleted in the background.
+    /// Otherwise as [`InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
@@ -113,8 +121,9 @@ impl InterProcessMutex {
         self.core.acquire(Wait::Try).await
     }
 
-    /// Waits at most `timeout`: `Ok(None)` if the lock was not acquired in time, in which case
-    /// our node has been deleted before this returns.
+    /// Waits at most `timeout`, whatever the connection does: `Ok(None)` if the lock was not
+    /// acquired in time. Our node is deleted before this returns, or, if the deadline passed
+    /// while the connection was down, in the background ([`InterProcessMutex::settled`]).
     ///
     /// # Errors
     /// As [`InterProcessMutex::acquire`].
@@ -125,9 +134,9 @@ impl InterProcessMutex {
         self.core.acquire(Wait::Until(Instant::now() + timeout)).await
     }
 
-    /// Whether this handle (or a clone) holds the lock now, as far as it knows.
+    /// Whether a task holds the lock through this handle (or a clone) now, as far as it knows.
     pub fn is_held_by_this_handle(&self) -> bool {
-        self.core.held().is_some()
+        self.core.held_here()
     }
 
     /// The queue in order: node, participant id, whether it holds the lock, owner session.

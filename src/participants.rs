@@ -26,12 +26,13 @@ pub struct Participant {
 
 /// Lists the queue in order with each node's data and owner, read in one multi-read.
 pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Participant>> {
-    let children = queue.list().await?;
+    let conn = queue.conn().await?;
+    let children = queue.list_on(&conn).await?;
     let nodes = queue.sorted(&children);
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
-    let mut reader = queue.client.new_multi_reader();
+    let mut reader = conn.client.new_multi_reader();
     for node in &nodes {
         reader.add_get_data(&queue.root.child(&node.name)).map_err(Error::zk("get", queue.root.as_str()))?;
     }

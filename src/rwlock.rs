@@ -1,9 +1,8 @@
 //! [`InterProcessReadWriteLock`]: many readers or one writer, writer-preferring, as Curator's.
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use zookeeper_client::Client;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -13,6 +12,7 @@ use crate::options::LockOptions;
 use crate::participants::Participant;
 use crate::path::LockPath;
 use crate::queue::{Admission, Decision, FirstN, Queue, QueueStats};
+use crate::session::Session;
 
 /// Curator's read/write markers: `_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>`.
 const READ_MARKER: &str = "__READ__";
@@ -22,33 +22,18 @@ const RW_SCHEME: NameScheme = NameScheme::curator(&[READ_MARKER, WRITE_MARKER]);
 const WRITER: usize = 1;
 
 /// Who may proceed in a read/write queue. A writer proceeds when it is first (and waits on its
-/// predecessor). A reader proceeds when no writer is ahead of it, not counting this handle's own
-/// write hold (a downgrade), and otherwise waits on the nearest such writer. So a reader queued
-/// behind a waiting writer waits (writer preference), and a writer's release wakes exactly the
-/// readers between it and the next writer.
-struct RwRule {
-    /// The write side of the same handle, for downgrades.
-    own_writer: OnceLock<Weak<LockCore>>,
-}
-
-impl RwRule {
-    fn own_write_node(&self) -> Option<String> {
-        let writer = self.own_writer.get()?.upgrade()?;
-        let hold = writer.held()?;
-        hold.path().rsplit('/').next().map(str::to_string)
-    }
-}
+/// predecessor). A reader proceeds when no writer is ahead of it, and otherwise waits on the
+/// nearest writer ahead. So a reader queued behind a waiting writer waits (writer preference),
+/// and a writer's release wakes exactly the readers between it and the next writer.
+struct RwRule;
 
 impl Admission for RwRule {
     fn decide(&self, queue: &[QueueNode], me: usize) -> Decision {
         if queue[me].marker == WRITER {
             return FirstN(1).decide(queue, me);
         }
-        let own = self.own_write_node();
-        let mut writers =
-            (0..me).filter(|&i| queue[i].marker == WRITER && Some(&queue[i].name) != own.as_ref());
-        let nearest = writers.next_back();
-        match nearest {
+        let mut writers = (0..me).filter(|&i| queue[i].marker == WRITER);
+        match writers.next_back() {
             None => Decision::Proceed,
             // Its deletion admits us when it is the only writer ahead.
             Some(on) => Decision::Wait { on, then_proceed: writers.next().is_none() },
@@ -56,15 +41,34 @@ impl Admission for RwRule {
     }
 }
 
+/// A read taken under a held write lock: admitted at once (the write lock excludes everyone
+/// else), noting whether another writer is queued between our writer and our reader. If one is,
+/// releasing the write node would let that writer in beside our reader, so the downgrade keeps
+/// the write node until the read is released.
+struct Downgrade {
+    writer: String,
+    writer_between: AtomicBool,
+}
+
+impl Admission for Downgrade {
+    fn decide(&self, queue: &[QueueNode], me: usize) -> Decision {
+        let ours = queue[..me].iter().position(|n| n.name == self.writer);
+        let between = ours.is_some_and(|w| queue[w + 1..me].iter().any(|n| n.marker == WRITER));
+        self.writer_between.store(between || ours.is_none(), Ordering::SeqCst);
+        Decision::Proceed
+    }
+}
+
 /// A distributed read/write lock, wire-compatible with Curator's `InterProcessReadWriteLock`
 /// (and, with [`crate::NodeFormat::Kazoo`], sharing a queue with kazoo's `ReadLock` and
 /// `WriteLock`).
 ///
-/// * Many readers hold at once; a writer excludes everyone.
+/// * Many readers hold at once; a writer excludes everyone, also other tasks writing or reading
+///   through the same handle.
 /// * Writer-preferring: a reader queued behind a waiting writer waits.
-/// * Both sides are reentrant per handle. A handle holding the write lock may take the read lock
-///   (downgrade); a handle holding only the read lock asking for the write lock gets
-///   [`Error::UpgradeRefused`] instead of a deadlock.
+/// * Downgrade through the proof of ownership: [`InterProcessReadWriteLock::downgrade`] takes
+///   the read lock with the write guard in hand; then release the write guard. Nobody can write
+///   in between. (An upgrade, read to write, is not offered: it would deadlock, as in Curator.)
 /// * Herd-free: a reader waits on the nearest writer ahead of it, a writer on its predecessor.
 #[derive(Clone)]
 pub struct InterProcessReadWriteLock {
@@ -83,8 +87,8 @@ impl InterProcessReadWriteLock {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(client: Client, path: &str) -> Result<InterProcessReadWriteLock> {
-        Self::with_options(client, path, LockOptions::default())
+    pub fn new(session: &Session, path: &str) -> Result<InterProcessReadWriteLock> {
+        Self::with_options(session, path, LockOptions::default())
     }
 
     /// As [`InterProcessReadWriteLock::new`], with options.
@@ -92,23 +96,23 @@ impl InterProcessReadWriteLock {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn with_options(
-        client: Client,
+        session: &Session,
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessReadWriteLock> {
         let format = options.format;
-        let queue = Queue::new(client, LockPath::new(path)?, RW_SCHEME.in_format(format))
+        let queue = Queue::new(session, LockPath::new(path)?, RW_SCHEME.in_format(format))
             .with_acls(options.acls.clone());
-        let rule = Arc::new(RwRule { own_writer: OnceLock::new() });
-        let spec = |recipe, marker| LockSpec {
+        let rule: Arc<dyn Admission> = Arc::new(RwRule);
+        let spec = |recipe, marker, exclusive| LockSpec {
             recipe,
             marker: format.marker(marker),
             rule: rule.clone(),
             reentrant: true,
+            exclusive,
         };
-        let write = Arc::new(LockCore::new(queue.clone(), spec("write-lock", WRITE_MARKER), &options));
-        let read = Arc::new(LockCore::new(queue, spec("read-lock", READ_MARKER), &options));
-        let _ = rule.own_writer.set(Arc::downgrade(&write));
+        let write = Arc::new(LockCore::new(queue.clone(), spec("write-lock", WRITE_MARKER, true), &options));
+        let read = Arc::new(LockCore::new(queue, spec("read-lock", READ_MARKER, false), &options));
         Ok(InterProcessReadWriteLock { read, write })
     }
 
@@ -117,19 +121,47 @@ impl InterProcessReadWriteLock {
         &self.read.queue.root
     }
 
+    /// Takes the read lock while holding the write lock through `write` (the downgrade): the
+    /// read is granted at once, and nobody can write between the two. Release `write` afterwards
+    /// to let other readers in.
+    ///
+    /// If another writer was already queued when you downgraded, releasing `write` at once would
+    /// let that writer in beside your reader; so in that case the write node is kept (and other
+    /// readers stay out) until this read guard is released. Either way the writer gets its turn
+    /// after, and nothing deadlocks.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when `write` is not a live write hold on this lock; otherwise as
+    /// [`InterProcessReadWriteLock::read`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future leaves no node behind, and `write` stays held.
+    pub async fn downgrade(&self, write: &LockGuard) -> Result<LockGuard> {
+        let writer = write.node_path().rsplit_once('/').map(|(dir, name)| (dir, name.to_string()));
+        let Some((dir, writer)) = writer.filter(|(dir, name)| {
+            *dir == self.path().as_str() && self.read.queue.scheme.parse(name).is_some_and(|n| n.marker == WRITER)
+        }) else {
+            return Err(Error::LockLost { path: self.path().to_string() });
+        };
+        debug_assert_eq!(dir, self.path().as_str());
+        let keep = write.reenter()?;
+        let rule = Downgrade { writer, writer_between: AtomicBool::new(false) };
+        let read = self.read.acquire_by(Wait::Forever, self.read.marker, &rule, false).await?;
+        let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
+        if rule.writer_between.load(Ordering::SeqCst) {
+            tracing::debug!(path = %self.path(), "a writer is queued behind ours: the write node stays until the read is released");
+            read.keep_until_released(keep);
+        } else {
+            drop(keep);
+        }
+        Ok(read)
+    }
+
     async fn read_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
         self.read.acquire(wait).await
     }
 
-    fn refuse_upgrade(&self) -> Result<()> {
-        if self.read.held().is_some() && self.write.held().is_none() {
-            return Err(Error::UpgradeRefused { path: self.path().to_string() });
-        }
-        Ok(())
-    }
-
     async fn write_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.refuse_upgrade()?;
         self.write.acquire(wait).await
     }
 
@@ -166,16 +198,15 @@ impl InterProcessReadWriteLock {
         self.read_with(Wait::Until(Instant::now() + timeout)).await
     }
 
-    /// Waits until the write lock is held.
+    /// Waits until the write lock is held. A task that holds the read lock and asks for the
+    /// write lock waits for its own read lock, forever: release the read lock first.
     ///
     /// # Errors
-    /// [`Error::UpgradeRefused`] if this handle holds only the read lock; otherwise as
-    /// [`crate::InterProcessMutex::acquire`].
+    /// As [`crate::InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn write(&self) -> Result<LockGuard> {
-        self.refuse_upgrade()?;
         self.write.acquire_forever(self.write.marker).await
     }
 

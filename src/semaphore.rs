@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
-use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -13,6 +13,7 @@ use crate::options::LockOptions;
 use crate::participants::Participant;
 use crate::path::LockPath;
 use crate::queue::{retry, Admission, Decision, Queue, QueueStats};
+use crate::session::Session;
 
 const LEASE_MARKER: &str = "lease-";
 const LEASE_SCHEME: NameScheme = NameScheme::curator(&[LEASE_MARKER]);
@@ -84,8 +85,8 @@ impl InterProcessSemaphore {
     /// # Errors
     /// [`Error::InvalidPath`]; [`Error::BadLeaseCount`] when `max_leases` is 0;
     /// [`Error::UnsupportedFormat`] for kazoo names (kazoo's semaphore is laid out differently).
-    pub fn new(client: Client, path: &str, max_leases: u32) -> Result<InterProcessSemaphore> {
-        Self::with_options(client, path, max_leases, LockOptions::default())
+    pub fn new(session: &Session, path: &str, max_leases: u32) -> Result<InterProcessSemaphore> {
+        Self::with_options(session, path, max_leases, LockOptions::default())
     }
 
     /// As [`InterProcessSemaphore::new`], with options.
@@ -93,7 +94,7 @@ impl InterProcessSemaphore {
     /// # Errors
     /// As [`InterProcessSemaphore::new`].
     pub fn with_options(
-        client: Client,
+        session: &Session,
         path: &str,
         max_leases: u32,
         options: LockOptions,
@@ -105,9 +106,9 @@ impl InterProcessSemaphore {
         if max_leases == 0 {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }
-        let queue = Queue::new(client, root, LEASE_SCHEME).with_acls(options.acls.clone());
+        let queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
         let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
-        let spec = LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false };
+        let spec = LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
         Ok(InterProcessSemaphore {
             core: LockCore::new(queue, spec, &options),
             max: max_leases,
@@ -126,7 +127,8 @@ impl InterProcessSemaphore {
     }
 
     async fn store_or_compare_max(&self) -> Result<()> {
-        let (client, root) = (&self.core.queue.client, self.core.queue.root.as_str());
+        let conn = self.core.queue.conn().await?;
+        let (client, root) = (&conn.client, self.core.queue.root.as_str());
         let ours = self.max.to_string();
         loop {
             match retry::on_connection_loss(|| client.get_data(root)).await {

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use zookeeper_client::Client;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
@@ -10,9 +9,10 @@ use crate::lock_core::{LockCore, Wait};
 use crate::mutex::InterProcessMutex;
 use crate::options::LockOptions;
 use crate::participants::Participant;
+use crate::session::Session;
 
 /// A non-reentrant mutex, as Curator's `InterProcessSemaphoreMutex`: a second acquire through the
-/// same handle queues like anyone else's (and waits, or times out) instead of re-entering. Same
+/// same handle waits like anyone else's (or times out), and [`LockGuard::reenter`] is refused. Same
 /// queue and node names as [`InterProcessMutex`], so the two exclude each other on one path.
 pub struct InterProcessSemaphoreMutex {
     core: LockCore,
@@ -29,8 +29,8 @@ impl InterProcessSemaphoreMutex {
     ///
     /// # Errors
     /// [`crate::Error::InvalidPath`] for an invalid path.
-    pub fn new(client: Client, path: &str) -> Result<InterProcessSemaphoreMutex> {
-        Self::with_options(client, path, LockOptions::default())
+    pub fn new(session: &Session, path: &str) -> Result<InterProcessSemaphoreMutex> {
+        Self::with_options(session, path, LockOptions::default())
     }
 
     /// As [`InterProcessSemaphoreMutex::new`], with options.
@@ -38,11 +38,11 @@ impl InterProcessSemaphoreMutex {
     /// # Errors
     /// As [`InterProcessSemaphoreMutex::new`].
     pub fn with_options(
-        client: Client,
+        session: &Session,
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
-        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(client, path, &options, false)? })
+        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(session, path, &options, false)? })
     }
 
     /// Waits until the lock is held (also when this handle already holds it: that waits).

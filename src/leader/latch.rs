@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
-use zookeeper_client::{Client, SessionState};
 
 use super::lifecycle::Lifecycle;
 use super::Leadership;
@@ -14,6 +13,7 @@ use crate::naming::{NameScheme, NodeFormat};
 use crate::participants::{self, Participant};
 use crate::path::LockPath;
 use crate::queue::{FirstN, Queue};
+use crate::session::Session;
 use crate::status::{LockStatus, LossPolicy};
 
 /// Curator's latch marker: nodes are `_c_<uuid>-latch-<seq>`, data the participant id in UTF-8.
@@ -65,13 +65,15 @@ impl LatchOptions {
 /// * If someone deletes our node, the latch rejoins the queue at the back, as Curator's `reset()`.
 ///   After a suspension that the session survives, it resumes leadership if its node is still
 ///   first, with the same fencing token, instead of rejoining.
-/// * After session expiry the latch stops (the client can't be used again): build a new client
-///   and a new latch.
+/// * After a session expiry the latch rejoins on the [`Session`]'s new session by itself, as
+///   Curator's latch resets on `LOST`/`RECONNECTED`: the leadership channel shows the loss, then
+///   the regained leadership; [`LeaderLatch::await_leadership`] keeps working. It stops only
+///   when closed, or when the session is closed ([`Error::SessionClosed`]).
 ///
 /// ```no_run
-/// # async fn demo(client: zookeeper_client::Client) -> zk_recipes::Result<()> {
+/// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
 /// use zk_recipes::{LeaderLatch, Leadership};
-/// let latch = LeaderLatch::new(client, "/election/jobs", "worker-1")?;
+/// let latch = LeaderLatch::new(&session, "/election/jobs", "worker-1")?;
 /// latch.start()?;
 /// let token = latch.await_leadership().await?;
 /// let mut changes = latch.leadership();
@@ -109,22 +111,22 @@ impl LeaderLatch {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(client: Client, path: &str, id: &str) -> Result<LeaderLatch> {
-        Self::with_options(client, path, id, LatchOptions::default())
+    pub fn new(session: &Session, path: &str, id: &str) -> Result<LeaderLatch> {
+        Self::with_options(session, path, id, LatchOptions::default())
     }
 
     /// As [`LeaderLatch::new`], with a [`LossPolicy`] and a naming format.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn with_options(client: Client, path: &str, id: &str, options: LatchOptions) -> Result<LeaderLatch> {
+    pub fn with_options(session: &Session, path: &str, id: &str, options: LatchOptions) -> Result<LeaderLatch> {
         let root = LockPath::new(path)?;
         let life = Lifecycle::new(root.as_str());
         let (scheme, marker) = match options.format {
             NodeFormat::Curator => (LATCH_SCHEME, LATCH_MARKER),
             kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
         };
-        let queue = Queue::new(client, root, scheme).with_acls(options.acls.clone());
+        let queue = Queue::new(session, root, scheme).with_acls(options.acls.clone());
         let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, life };
         Ok(LeaderLatch { inner: Arc::new(inner) })
     }
@@ -223,16 +225,14 @@ impl Drop for LeaderLatch {
     }
 }
 
-fn session_over(client: &Client) -> bool {
-    matches!(client.state(), SessionState::Expired | SessionState::Closed | SessionState::AuthFailed)
-}
-
-/// The election: join, wait to be first, lead while the hold lasts; rejoin if our node was
-/// deleted; stop when closed or when the session is over.
+/// The election: join, wait to be first, lead while the hold lasts; rejoin when our node was
+/// deleted or the session expired (on the new session, at the back of the queue); stop when
+/// closed or when the session is closed.
 async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()> {
     loop {
         let turn = async {
-            let (mut entry, children) = inner.queue.join(inner.marker, inner.id.as_bytes()).await?;
+            let conn = inner.queue.conn().await?;
+            let (mut entry, children) = inner.queue.join(&conn, inner.marker, inner.id.as_bytes()).await?;
             match inner.queue.wait_turn(&mut entry, &FirstN(1), children).await {
                 Ok(()) => Ok(entry),
                 Err(e) => {
@@ -251,10 +251,15 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         };
         let entry = match entry {
             Ok(entry) => entry,
-            Err(Error::NodeDeleted { .. }) if !session_over(&inner.queue.client) => continue,
+            Err(Error::NodeDeleted { .. }) => continue,
+            Err(Error::SessionExpired) if !inner.queue.session.is_closed() => {
+                tracing::info!("the session expired while we waited; rejoining on the new session");
+                continue;
+            }
+            Err(Error::SessionExpired) => return Err(Error::SessionClosed),
             Err(e) => return Err(e),
         };
-        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor);
+        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor, false, None);
         let token = hold.fencing_token();
         let mut status = hold.status();
         loop {
@@ -278,9 +283,9 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         }
         // Lost: stop the monitor (the node is gone or goes with the session).
         let _ = hold.delete_node().await;
-        if session_over(&inner.queue.client) {
-            return Err(Error::SessionExpired);
+        if inner.queue.session.is_closed() {
+            return Err(Error::SessionClosed);
         }
-        tracing::info!("our latch node was deleted; rejoining the election");
+        tracing::info!("leadership lost (our node was deleted or the session expired); rejoining the election");
     }
 }

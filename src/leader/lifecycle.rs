@@ -67,12 +67,21 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Stops the task and waits for it to finish its cleanup.
+    /// Stops the task and waits for it to finish its cleanup. A second (concurrent) call waits
+    /// for the first to finish too.
     pub async fn close(&self) {
         let previous = std::mem::replace(&mut *self.phase(), Phase::Closed);
-        if let Phase::Running { close, task } = previous {
-            let _ = close.send(());
-            let _ = task.await;
+        match previous {
+            Phase::Running { close, task } => {
+                let _ = close.send(());
+                let _ = task.await;
+            }
+            Phase::Closed => {
+                let mut ended = self.ended.subscribe();
+                let _ = ended.wait_for(|e| e.is_some()).await;
+                return;
+            }
+            Phase::Idle => {}
         }
         self.ended.send_if_modified(|e| {
             let first = e.is_none();

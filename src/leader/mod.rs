@@ -5,7 +5,7 @@ mod lifecycle;
 mod selector;
 
 pub use latch::{LatchOptions, LeaderLatch};
-pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions};
+pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions, TermEnded, TermOutcome};
 
 /// Whether we lead, and with which fencing token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -4,18 +4,20 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, watch};
-use zookeeper_client::Client;
+use tokio::sync::{broadcast, oneshot, watch, Notify};
 
 use super::lifecycle::Lifecycle;
 use super::Leadership;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::guard::FencedWriter;
+use crate::hold::Hold;
 use crate::lock_core::LockCore;
 use crate::mutex::InterProcessMutex;
 use crate::options::LockOptions;
 use crate::participants::Participant;
+use crate::session::Session;
 use crate::status::LossPolicy;
 
 /// Options for a [`LeaderSelector`].
@@ -48,8 +50,9 @@ impl SelectorOptions {
         self
     }
 
-    /// How long a task may run on after it was told leadership is lost, before the selector
-    /// drops (cancels) it. Leadership is reported lost at once either way.
+    /// How long a task may run on after it was told to stop, before the selector aborts it. It is
+    /// capped by the term's safe window (see [`LeaderSelector`]). Leadership is reported lost at
+    /// once either way.
     pub fn grace(mut self, grace: Duration) -> SelectorOptions {
         self.grace = grace;
         self
@@ -74,11 +77,22 @@ impl SelectorOptions {
     }
 }
 
-/// What a leadership task gets: its fencing token and a signal to stop.
-#[derive(Clone, Debug)]
+/// What a leadership task gets: its fencing token, a signal to stop, fenced writes and the
+/// safe window of its term.
+#[derive(Clone)]
 pub struct LeadershipContext {
     fencing_token: u64,
     stop: watch::Receiver<bool>,
+    hold: Arc<Hold>,
+}
+
+impl std::fmt::Debug for LeadershipContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeadershipContext")
+            .field("fencing_token", &self.fencing_token)
+            .field("stopped", &self.is_stopped())
+            .finish()
+    }
 }
 
 impl LeadershipContext {
@@ -87,7 +101,8 @@ impl LeadershipContext {
         self.fencing_token
     }
 
-    /// Resolves when the task must stop: leadership was lost, or the selector is closing.
+    /// Resolves when the task must stop: leadership was lost or interrupted, or the selector is
+    /// closing.
     ///
     /// # Cancel safety
     /// Cancel-safe.
@@ -100,6 +115,49 @@ impl LeadershipContext {
     pub fn is_stopped(&self) -> bool {
         *self.stop.borrow()
     }
+
+    /// A multi-op that commits only while this term's node exists, as
+    /// [`crate::LockGuard::fenced_writer`]: a leader that lost its term cannot write.
+    ///
+    /// # Errors
+    /// As [`crate::LockGuard::fenced_writer`].
+    pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
+        self.hold.fenced_writer()
+    }
+
+    /// As [`crate::LockGuard::safe_until`]: before this instant nobody else can lead. `None`
+    /// once the term is lost.
+    pub fn safe_until(&self) -> Option<Instant> {
+        self.hold.safe_until()
+    }
+}
+
+/// How a term ended, as [`LeaderSelector::terms`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TermOutcome {
+    /// The task returned: leadership was relinquished.
+    Returned,
+    /// Leadership was lost (our node deleted, the session expired, or suspended under the
+    /// default [`LossPolicy`]); the task was told to stop.
+    Lost,
+    /// [`LeaderSelector::interrupt`] ended the term.
+    Interrupted,
+    /// The task panicked (Curator: `takeLeadership` threw); the message, if it was a string.
+    Panicked(String),
+    /// The selector was closed.
+    Closed,
+}
+
+/// The end of one term.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TermEnded {
+    /// The term's fencing token.
+    pub fencing_token: u64,
+    /// How it ended.
+    pub outcome: TermOutcome,
+    /// Whether the task was still running after the stop signal and its grace, and was aborted.
+    pub aborted: bool,
 }
 
 type Task = Arc<dyn Fn(LeadershipContext) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -107,10 +165,20 @@ type Task = Arc<dyn Fn(LeadershipContext) -> Pin<Box<dyn Future<Output = ()> + S
 /// Leader election that runs a task while we lead, as Curator's `LeaderSelector`.
 ///
 /// It contends on an exclusive queue with Curator's lock names (`_c_<uuid>-lock-<seq>`), the
-/// way Curator's `LeaderSelector` uses an `InterProcessMutex`. When we lead it calls the task;
-/// when leadership is lost it reports [`Leadership::NotLeader`] at once and tells the task
-/// through [`LeadershipContext::stopped`], dropping it after the grace period if it does not
-/// return. When the task returns, leadership is relinquished, and with `auto_requeue` we rejoin.
+/// way Curator's `LeaderSelector` uses an `InterProcessMutex`. When we lead it spawns the task on
+/// its own tokio task, so that the selector notices a loss whatever the task does:
+/// * on a loss, [`LeaderSelector::has_leadership`] and the leadership channel turn false at
+///   once; the task is told through [`LeadershipContext::stopped`] and aborted after the grace
+///   period, or earlier at the term's safe window ([`LeadershipContext::safe_until`]) less a
+///   tenth of the session timeout: before anyone else can lead. (An abort takes effect at the
+///   task's next `.await`; code that never yields cannot be stopped from outside.)
+/// * a task that panics ends the term: leadership is relinquished, the panic is reported as
+///   [`TermOutcome::Panicked`] on [`LeaderSelector::terms`] and as a `tracing` error;
+/// * when the task returns, leadership is relinquished.
+///
+/// With `auto_requeue` the selector queues again after every term, also after its node was
+/// deleted by someone else and after a session expiry; without it, it waits for
+/// [`LeaderSelector::requeue`].
 pub struct LeaderSelector {
     inner: Arc<Inner>,
 }
@@ -118,7 +186,12 @@ pub struct LeaderSelector {
 struct Inner {
     core: LockCore,
     options: SelectorOptions,
-    requeue: AtomicBool,
+    auto_requeue: AtomicBool,
+    /// Set while the selector is queued or leading; cleared while idle after a term.
+    queued: AtomicBool,
+    requeue: Notify,
+    interrupt: Notify,
+    terms: broadcast::Sender<TermEnded>,
     life: Lifecycle,
 }
 
@@ -136,7 +209,7 @@ impl LeaderSelector {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(client: Client, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
+    pub fn new(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
         let mut lock_options = LockOptions::new()
             .participant_id(options.id.clone())
             .loss_policy(options.policy)
@@ -144,14 +217,23 @@ impl LeaderSelector {
         if let Some(acls) = options.acls {
             lock_options = lock_options.acls(acls);
         }
-        let core = InterProcessMutex::core(client, path, &lock_options, false)?;
+        let core = InterProcessMutex::core(session, path, &lock_options, false)?;
         let life = Lifecycle::new(path);
         Ok(LeaderSelector {
-            inner: Arc::new(Inner { core, requeue: AtomicBool::new(options.auto_requeue), options, life }),
+            inner: Arc::new(Inner {
+                core,
+                auto_requeue: AtomicBool::new(options.auto_requeue),
+                options,
+                queued: AtomicBool::new(false),
+                requeue: Notify::new(),
+                interrupt: Notify::new(),
+                terms: broadcast::channel(16).0,
+                life,
+            }),
         })
     }
 
-    /// Starts contending; `task` runs once per term.
+    /// Starts contending; `task` runs once per term, on its own tokio task.
     ///
     /// # Errors
     /// [`Error::AlreadyStarted`], or [`Error::Closed`] after close.
@@ -164,11 +246,12 @@ impl LeaderSelector {
         let inner = self.inner.clone();
         let span =
             tracing::info_span!("leader_selector", path = %inner.core.queue.root, id = %inner.options.id);
+        self.inner.queued.store(true, Ordering::SeqCst);
         self.inner.life.start(move |closing| tracing::Instrument::instrument(run(inner, task, closing), span))
     }
 
     /// Stops: tells a running task to stop, waits for it (up to the grace period), relinquishes
-    /// leadership and deletes our node.
+    /// leadership and deletes our node. Concurrent calls all wait for the close to finish.
     ///
     /// # Cancel safety
     /// If dropped, the selector still closes in the background.
@@ -179,10 +262,34 @@ impl LeaderSelector {
 
     /// Turns requeueing after each term on or off.
     pub fn set_auto_requeue(&self, on: bool) {
-        self.inner.requeue.store(on, Ordering::SeqCst);
+        self.inner.auto_requeue.store(on, Ordering::SeqCst);
     }
 
-    /// Whether we lead now.
+    /// Queues for leadership again after a term ended without auto-requeue (Curator's
+    /// `requeue()`). Returns `false` if the selector is already queued or leading, or not
+    /// running.
+    pub fn requeue(&self) -> bool {
+        if self.inner.queued.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.inner.requeue.notify_one();
+        true
+    }
+
+    /// Ends the current term, if we lead (Curator's `interruptLeadership()`): the task is told to
+    /// stop, leadership is relinquished; with auto-requeue we queue again.
+    pub fn interrupt(&self) {
+        if self.has_leadership() {
+            self.inner.interrupt.notify_one();
+        }
+    }
+
+    /// This participant's id.
+    pub fn id(&self) -> &str {
+        &self.inner.options.id
+    }
+
+    /// Whether we lead now. It turns false the moment leadership is lost, whatever the task does.
     pub fn has_leadership(&self) -> bool {
         self.inner.life.current().is_leader()
     }
@@ -190,6 +297,11 @@ impl LeaderSelector {
     /// Leadership changes, starting with the current state.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.inner.life.subscribe()
+    }
+
+    /// How each term ends, from now on (a receiver more than 16 terms behind gets `Lagged`).
+    pub fn terms(&self) -> broadcast::Receiver<TermEnded> {
+        self.inner.terms.subscribe()
     }
 
     /// Waits until we lead; returns the term's fencing token.
@@ -203,10 +315,21 @@ impl LeaderSelector {
         self.inner.life.await_leadership().await
     }
 
+    /// The current leader (the first participant), if any.
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only reads.
+    pub async fn leader(&self) -> Result<Option<Participant>> {
+        Ok(self.participants().await?.into_iter().find(|p| p.is_holder))
+    }
+
     /// Every participant in order; the first leads.
     ///
     /// # Errors
-    /// [`Error::SessionExpired`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
+    /// [`Error::SessionClosed`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
     ///
     /// # Cancel safety
     /// Cancel-safe: it only reads.
@@ -225,42 +348,84 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever(inner.core.marker) => guard?,
+            guard = inner.core.acquire_forever(inner.core.marker) => guard,
+        };
+        let guard = match guard {
+            Ok(guard) => guard,
+            // Someone deleted our node while we waited: queue again.
+            Err(Error::NodeDeleted { .. }) => continue,
+            Err(e) => return Err(e),
         };
         let fencing_token = guard.fencing_token();
         inner.life.set(Leadership::Leader { fencing_token });
         let (stop, stop_rx) = watch::channel(false);
-        let mut work = task(LeadershipContext { fencing_token, stop: stop_rx });
-        let mut closed = false;
-        tokio::select! {
-            _ = &mut work => {
-                inner.life.set(Leadership::NotLeader);
-            }
-            _ = guard.lost() => {
-                inner.life.set(Leadership::NotLeader);
-                stop.send_replace(true);
-                wind_down(&mut work, inner.options.grace).await;
-            }
-            _ = &mut closing => {
-                closed = true;
-                inner.life.set(Leadership::NotLeader);
-                stop.send_replace(true);
-                wind_down(&mut work, inner.options.grace).await;
+        let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.hold().clone() };
+        let mut work = tokio::spawn(task(ctx));
+        let mut outcome = tokio::select! {
+            ended = &mut work => finished(ended),
+            _ = guard.lost() => TermOutcome::Lost,
+            _ = inner.interrupt.notified() => TermOutcome::Interrupted,
+            _ = &mut closing => TermOutcome::Closed,
+        };
+        // At the moment of the loss, whatever the task does.
+        inner.life.set(Leadership::NotLeader);
+        let mut aborted = false;
+        if !work.is_finished() || outcome != TermOutcome::Returned {
+            stop.send_replace(true);
+            let deadline = stop_deadline(inner.options.grace, guard.safe_until(), &inner.core);
+            match tokio::time::timeout_at(deadline.into(), &mut work).await {
+                Ok(Err(e)) if e.is_panic() => outcome = finished(Err(e)),
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::warn!(grace = ?inner.options.grace, "leadership task ignored the stop signal; aborting it");
+                    work.abort();
+                    aborted = true;
+                }
             }
         }
-        drop(work);
+        if let TermOutcome::Panicked(message) = &outcome {
+            tracing::error!(fencing_token, panic = %message, "leadership task panicked; leadership relinquished");
+        }
         if let Err(e) = guard.release().await {
             tracing::debug!(error = %e, "relinquishing leadership");
         }
-        if closed || !inner.requeue.load(Ordering::SeqCst) {
+        let closed = outcome == TermOutcome::Closed;
+        let _ = inner.terms.send(TermEnded { fencing_token, outcome, aborted });
+        if closed {
             return Ok(());
+        }
+        if !inner.auto_requeue.load(Ordering::SeqCst) {
+            inner.queued.store(false, Ordering::SeqCst);
+            tokio::select! {
+                _ = &mut closing => return Ok(()),
+                _ = inner.requeue.notified() => {}
+            }
         }
     }
 }
 
-/// Lets a told-to-stop task finish, up to `grace`; after that it is dropped (cancelled).
-async fn wind_down(work: &mut Pin<Box<dyn Future<Output = ()> + Send>>, grace: Duration) {
-    if tokio::time::timeout(grace, work).await.is_err() {
-        tracing::warn!(?grace, "leadership task ignored the stop signal; dropping it");
+/// How a finished task ended.
+fn finished(ended: std::result::Result<(), tokio::task::JoinError>) -> TermOutcome {
+    match ended {
+        Ok(()) => TermOutcome::Returned,
+        Err(e) if e.is_panic() => {
+            let panic = e.into_panic();
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(a non-string panic payload)".to_string());
+            TermOutcome::Panicked(message)
+        }
+        Err(_) => TermOutcome::Returned,
     }
+}
+
+/// When a told-to-stop task is aborted: after `grace`, and never later than the term's safe
+/// window less a tenth of the session timeout (at once when the term is already lost).
+fn stop_deadline(grace: Duration, safe_until: Option<Instant>, core: &LockCore) -> Instant {
+    let now = Instant::now();
+    let margin = core.queue.session.session_timeout() / 10;
+    let bound = safe_until.map_or(now, |t| t.checked_sub(margin).unwrap_or(now));
+    (now + grace).min(bound.max(now))
 }

@@ -15,13 +15,14 @@ use super::janitor::Janitor;
 use super::retry;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
+use crate::session::Conn;
 
 /// A watch event still to come, boxed so that it can be polled across loop iterations.
 pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
 
 /// A create in flight, identified by its protection prefix.
 pub(crate) struct PendingCreate {
-    client: Client,
+    conn: Conn,
     root: LockPath,
     protection: String,
     janitor: Janitor,
@@ -29,9 +30,9 @@ pub(crate) struct PendingCreate {
 }
 
 impl PendingCreate {
-    pub fn new(client: &Client, root: &LockPath, protection: &str, janitor: &Janitor) -> PendingCreate {
+    pub fn new(conn: &Conn, root: &LockPath, protection: &str, janitor: &Janitor) -> PendingCreate {
         PendingCreate {
-            client: client.clone(),
+            conn: conn.clone(),
             root: root.clone(),
             protection: protection.to_string(),
             janitor: janitor.clone(),
@@ -50,14 +51,14 @@ impl Drop for PendingCreate {
         if !self.armed {
             return;
         }
-        let (client, root, protection) =
-            (self.client.clone(), self.root.clone(), std::mem::take(&mut self.protection));
+        let (conn, root, protection) =
+            (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.protection));
         self.janitor.spawn("cancelled create", async move {
             // Sent after the create, so ZooKeeper's per-session FIFO order makes the create visible.
-            match find_ours(&client, &root, &protection).await {
+            match find_ours(&conn.client, &root, &protection).await {
                 Ok(found) => {
                     for (name, _) in found {
-                        delete_quietly(&client, &root.child(&name)).await;
+                        delete_quietly(&conn, &root.child(&name)).await;
                     }
                 }
                 Err(e) => tracing::debug!(error = %e, %root, "cleanup after a cancelled create"),
@@ -96,16 +97,17 @@ pub(crate) async fn find_ours(
 }
 
 /// Deletes `path`, retrying connection losses; a node already gone is fine.
-pub(crate) async fn delete_quietly(client: &Client, path: &str) {
-    match retry::on_connection_loss(|| client.delete(path, None)).await {
+pub(crate) async fn delete_quietly(conn: &Conn, path: &str) {
+    match retry::on_connection_loss(|| conn.client.delete(path, None)).await {
         Ok(()) | Err(ZkError::NoNode) => tracing::trace!(node = path, "deleted"),
         Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
     }
+    conn.untrack(path);
 }
 
 /// Our node in a queue.
 pub(crate) struct Entry {
-    pub client: Client,
+    pub conn: Conn,
     pub root: LockPath,
     /// Child name, e.g. `_c_<uuid>-lock-0000000042`.
     pub name: String,
@@ -121,17 +123,12 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub fn new(
-        client: &Client,
-        root: &LockPath,
-        name: String,
-        seq: i32,
-        czxid: i64,
-        janitor: &Janitor,
-    ) -> Entry {
+    pub fn new(conn: &Conn, root: &LockPath, name: String, seq: i32, czxid: i64, janitor: &Janitor) -> Entry {
+        let path = root.child(&name);
+        conn.track(&path);
         Entry {
-            client: client.clone(),
-            path: root.child(&name),
+            conn: conn.clone(),
+            path,
             root: root.clone(),
             name,
             seq,
@@ -147,7 +144,7 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
     pub async fn watch_self(&mut self) -> Result<()> {
-        match retry::on_connection_loss(|| self.client.get_and_watch_data(&self.path)).await {
+        match retry::on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
             Ok((_, _, watcher)) => {
                 self.own_event = Some(Box::pin(watcher.changed()));
                 Ok(())
@@ -160,6 +157,7 @@ impl Entry {
     /// Our node was deleted by someone else: disarms (nothing to delete) and says so.
     pub fn gone(&mut self) -> Error {
         self.disarm();
+        self.conn.untrack(&self.path);
         Error::NodeDeleted { path: self.path.clone() }
     }
 
@@ -174,7 +172,7 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let result = match retry::on_connection_loss(|| self.client.delete(&self.path, None)).await {
+        let result = match retry::on_connection_loss(|| self.conn.client.delete(&self.path, None)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -182,14 +180,15 @@ impl Entry {
         };
         if result.is_ok() {
             self.disarm();
+            self.conn.untrack(&self.path);
         }
         result
     }
 
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
-    pub fn into_parts(mut self) -> (Client, String, i64, Option<PendingEvent>) {
+    pub fn into_parts(mut self) -> (Conn, String, i64, Option<PendingEvent>) {
         self.disarm();
-        (self.client.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take())
+        (self.conn.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take())
     }
 }
 
@@ -198,12 +197,12 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let (client, path) = (self.client.clone(), std::mem::take(&mut self.path));
+        let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own_event.take();
         self.janitor.spawn("dropped entry", async move {
-            delete_quietly(&client, &path).await;
+            delete_quietly(&conn, &path).await;
             drop(own);
         });
     }

@@ -20,7 +20,7 @@ mod stats;
 
 use std::sync::Arc;
 
-use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, EventType, SessionState};
+use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
 pub(crate) use self::entry::{delete_quietly, Entry, PendingCreate, PendingEvent};
 pub(crate) use self::janitor::Janitor;
@@ -29,6 +29,7 @@ use self::stats::{Count, Counters};
 use crate::error::{Error, Result};
 use crate::naming::{sort_queue, NameScheme, QueueNode};
 use crate::path::LockPath;
+use crate::session::{Conn, Session};
 
 /// How many times a create is retried when its parent vanishes under it (an empty CONTAINER
 /// parent is reaped by the server) before we report the error.
@@ -68,7 +69,7 @@ impl Admission for FirstN {
 /// A queue under a root path.
 #[derive(Clone)]
 pub(crate) struct Queue {
-    pub client: Client,
+    pub session: Session,
     pub root: LockPath,
     pub scheme: NameScheme,
     pub acls: Arc<[Acl]>,
@@ -91,9 +92,9 @@ fn session_error(state: SessionState) -> Error {
 }
 
 impl Queue {
-    pub fn new(client: Client, root: LockPath, scheme: NameScheme) -> Queue {
+    pub fn new(session: &Session, root: LockPath, scheme: NameScheme) -> Queue {
         Queue {
-            client,
+            session: session.clone(),
             root,
             scheme,
             acls: Arc::from(Acls::anyone_all().to_vec()),
@@ -130,19 +131,27 @@ impl Queue {
         }
     }
 
-    /// Lists the root's children; a missing root is an empty queue.
-    pub async fn list(&self) -> Result<Vec<String>> {
+    /// The session's current connection, waiting while a new session is being started.
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] once the session is closed.
+    pub async fn conn(&self) -> Result<Conn> {
+        self.session.shared().wait_conn().await
+    }
+
+    /// Lists the root's children on `conn`'s session.
+    pub async fn list_on(&self, conn: &Conn) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        match retry::on_connection_loss(|| self.client.list_children(self.root.as_str())).await {
+        match retry::on_connection_loss(|| conn.client.list_children(self.root.as_str())).await {
             Ok(children) => Ok(children),
             Err(ZkError::NoNode) => Ok(Vec::new()),
             Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
         }
     }
 
-    async fn make_parents(&self) -> Result<()> {
+    async fn make_parents(&self, conn: &Conn) -> Result<()> {
         let options = CreateMode::Container.with_acls(Acls::new(&self.acls));
-        retry::on_connection_loss(|| self.client.mkdir(self.root.as_str(), &options))
+        retry::on_connection_loss(|| conn.client.mkdir(self.root.as_str(), &options))
             .await
             .map_err(Error::zk("create parents", self.root.as_str()))
     }
@@ -156,24 +165,27 @@ impl Queue {
     ///
     /// # Cancel safety
     /// Cancel-safe: a drop at any await leaves no node behind (see [`PendingCreate`]).
-    pub async fn join(&self, marker: &str, data: &[u8]) -> Result<(Entry, Vec<String>)> {
+    pub async fn join(&self, conn: &Conn, marker: &str, data: &[u8]) -> Result<(Entry, Vec<String>)> {
         self.janitor.remember_runtime();
+        let client = &conn.client;
         let protection = self.scheme.new_protection();
         let node_prefix = format!("{protection}{marker}");
         let create_path = self.root.child(&node_prefix);
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
-        let pending = PendingCreate::new(&self.client, &self.root, &protection, &self.janitor);
+        let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
         let mut parent_races = 0;
         loop {
             self.counters.bump(Count::Create);
             self.counters.bump(Count::Listing);
-            let create = self.client.create(&create_path, data, &options);
+            let sent = std::time::Instant::now();
+            let create = client.create(&create_path, data, &options);
             // Pipelined: sent now, answered after the create.
-            let listing = self.client.list_children(self.root.as_str());
+            let listing = client.list_children(self.root.as_str());
             match create.await {
                 Ok((stat, seq)) => {
+                    conn.note_contact(sent);
                     let mut entry = Entry::new(
-                        &self.client,
+                        conn,
                         &self.root,
                         format!("{node_prefix}{seq}"),
                         seq_i32(seq.into_i64()),
@@ -181,10 +193,10 @@ impl Queue {
                         &self.janitor,
                     );
                     pending.disarm();
-                    let own = self.client.get_and_watch_data(&entry.path);
+                    let own = client.get_and_watch_data(&entry.path);
                     let children = match listing.await {
                         Ok(children) => children,
-                        Err(_) => self.list().await?,
+                        Err(_) => self.list_on(conn).await?,
                     };
                     match own.await {
                         Ok((_, _, watcher)) => entry.own_event = Some(Box::pin(watcher.changed())),
@@ -196,27 +208,27 @@ impl Queue {
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
                     drop(listing);
                     parent_races += 1;
-                    self.make_parents().await?;
+                    self.make_parents(conn).await?;
                 }
                 Err(e) if crate::error::is_connection_loss(&e) => {
                     drop(listing);
                     self.counters.bump(Count::Recovery);
-                    let mut found = entry::find_ours(&self.client, &self.root, &protection).await?;
+                    let mut found = entry::find_ours(client, &self.root, &protection).await?;
                     if found.is_empty() {
                         tracing::debug!(root = %self.root, "create lost with the connection; creating again");
                         continue;
                     }
                     // More than one can only come from a create that landed late: keep the first.
                     for (extra, _) in found.drain(1..) {
-                        delete_quietly(&self.client, &self.root.child(&extra)).await;
+                        delete_quietly(conn, &self.root.child(&extra)).await;
                     }
                     let (name, czxid) = found.remove(0);
                     let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
-                    let mut entry = Entry::new(&self.client, &self.root, name, seq, czxid, &self.janitor);
+                    let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
                     pending.disarm();
                     entry.watch_self().await?;
-                    let children = self.list().await?;
+                    let children = self.list_on(conn).await?;
                     return Ok((entry, children));
                 }
                 Err(e) => {
@@ -273,14 +285,15 @@ impl Queue {
                 tracing::debug!("node ahead was the head: admitted without listing again");
                 return Ok(());
             }
-            children = self.list().await?;
+            children = self.list_on(&entry.conn).await?;
         }
     }
 
     /// Waits until the node at `path` is deleted, while watching our own node too.
     async fn until_gone(&self, entry: &mut Entry, path: &str) -> Result<()> {
         loop {
-            let watcher = match retry::on_connection_loss(|| self.client.get_and_watch_data(path)).await {
+            let client = &entry.conn.client;
+            let watcher = match retry::on_connection_loss(|| client.get_and_watch_data(path)).await {
                 Ok((_, _, watcher)) => watcher,
                 Err(ZkError::NoNode) => return Ok(()),
                 Err(e) => return Err(Error::from_zk("watch", path, e)),

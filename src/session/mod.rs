@@ -1,0 +1,362 @@
+//! [`Session`]: the one object a user connects, and that outlives session expiry.
+//!
+//! A ZooKeeper session ends when the server has heard nothing from us for the negotiated
+//! timeout. The raw client is bound to one session for life; a [`Session`] owns the current
+//! raw client, starts a new session after an expiry (with capped exponential backoff and jitter),
+//! and reports every change on a state channel. Recipes are built from a [`Session`] and carry on
+//! across new sessions by themselves.
+
+mod conn;
+mod state;
+mod supervisor;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{broadcast, watch};
+use zookeeper_client::Client;
+
+pub(crate) use self::conn::Conn;
+pub use self::state::{ConnectionState, SessionStatus};
+use crate::connect::{open_client, ConnectOptions};
+use crate::error::{Error, Result};
+
+/// A self-healing ZooKeeper session: connect one, build every recipe from it, share it (it is
+/// cheap to clone).
+///
+/// * **It outlives expiry.** When the server expires the session (a long network partition, a
+///   long pause of this process), the state goes to [`ConnectionState::Lost`], a new session is
+///   started with capped exponential backoff and jitter, and the state goes to
+///   [`ConnectionState::Connected`] with the next [`Session::generation`]. Credentials, ACLs of
+///   the recipes, the chroot and TLS carry over.
+/// * **Holds belong to the session that took them.** A lock or leadership held when its session
+///   expires is lost for good ([`crate::LockStatus::Lost`]); acquires and elections in progress
+///   queue again on the new session by themselves.
+/// * **Every change is reported**: [`Session::states`] (the latest) and [`Session::events`]
+///   (each one). See [`ConnectionState`] for the diagram and Curator's equivalents.
+/// * **The safe window**: [`Session::safe_until`] is the instant before which the server cannot
+///   have expired this session (the send time of our latest answered request plus the negotiated
+///   timeout): work that must stop before anyone else may take our locks must stop before it.
+///
+/// Dropping every clone closes the session in the background; [`Session::close`] closes it and
+/// waits.
+///
+/// ```no_run
+/// # async fn demo() -> zk_recipes::Result<()> {
+/// use std::time::Duration;
+/// use zk_recipes::{InterProcessMutex, Session};
+/// let session = Session::connect("127.0.0.1:2181", Duration::from_secs(10)).await?;
+/// let mutex = InterProcessMutex::new(&session, "/locks/orders")?;
+/// let guard = mutex.acquire().await?;
+/// guard.release().await?;
+/// session.close().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Session {
+    handle: Arc<Handle>,
+}
+
+/// The user-facing owner: when the last [`Session`] clone goes, the session closes.
+struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.begin_close();
+    }
+}
+
+/// What the supervisor, the recipes' connections and the handles share.
+pub(crate) struct Shared {
+    connect: String,
+    options: ConnectOptions,
+    /// The current raw client and its generation; `None` while a new session is being started
+    /// and after close.
+    current: Mutex<Option<Conn>>,
+    status: watch::Sender<SessionStatus>,
+    events: broadcast::Sender<SessionStatus>,
+    closing: watch::Sender<bool>,
+    closed: AtomicBool,
+    /// Nanoseconds since `epoch` of the send time of our latest answered request, per generation.
+    contact: Mutex<(u64, Option<Instant>)>,
+    /// The negotiated timeout of the current generation, in milliseconds.
+    timeout_ms: AtomicU64,
+    /// Our live ephemeral nodes (paths), deleted at once on close.
+    nodes: Mutex<std::collections::HashSet<String>>,
+    supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let status = *self.handle.shared.status.borrow();
+        f.debug_struct("Session")
+            .field("connect", &self.handle.shared.connect)
+            .field("state", &status.state)
+            .field("generation", &status.generation)
+            .finish()
+    }
+}
+
+impl Session {
+    /// Connects to `connect` (`host:port,host:port[/chroot]`) with the given session timeout.
+    ///
+    /// The first connection is made before this returns, so bad input is reported at once; after
+    /// that, new sessions are started on their own.
+    ///
+    /// # Errors
+    /// [`Error::Connect`] when no server answered within about twice the session timeout (at
+    /// least 2 s); [`Error::ChrootMissing`]; see [`Session::connect_with`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future abandons the attempt.
+    pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Session> {
+        Session::connect_with(connect, &ConnectOptions::new(session_timeout)).await
+    }
+
+    /// Connects with [`ConnectOptions`]: credentials, TLS, chroot handling, reconnect backoff.
+    ///
+    /// # Errors
+    /// [`Error::Connect`]: unreachable servers, a bad connect string, a refused TLS handshake;
+    /// [`Error::Tls`] for a server name no certificate can be checked against;
+    /// [`Error::ChrootMissing`] when the chroot does not exist and `create_chroot` is off;
+    /// [`Error::NoAuth`] when creating the chroot is refused.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropping the future abandons the attempt.
+    pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Session> {
+        let client = open_client(connect, options).await?;
+        let (status, _) = watch::channel(SessionStatus { state: ConnectionState::Connected, generation: 1 });
+        let (events, _) = broadcast::channel(64);
+        let (closing, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            connect: connect.to_string(),
+            options: options.clone(),
+            current: Mutex::new(None),
+            status,
+            events,
+            closing,
+            closed: AtomicBool::new(false),
+            contact: Mutex::new((1, None)),
+            timeout_ms: AtomicU64::new(0),
+            nodes: Mutex::default(),
+            supervisor: Mutex::new(None),
+        });
+        let conn = shared.install(client, 1);
+        tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
+            timeout = ?conn.client.session_timeout(), "session connected");
+        let task = tokio::spawn(supervisor::run(shared.clone(), conn));
+        *lock(&shared.supervisor) = Some(task);
+        Ok(Session { handle: Arc::new(Handle { shared }) })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.handle.shared
+    }
+
+    /// The current raw client, for a user's own reads and writes (the one escape hatch to the
+    /// `zookeeper_client` crate).
+    ///
+    /// It is **replaced after an expiry**: a client taken before the expiry keeps failing with
+    /// `SessionExpired`; call this again (or await [`Session::connected`]) for the new one.
+    /// While a new session is being started there is none.
+    ///
+    /// # Errors
+    /// [`Error::SessionExpired`] while a new session is being started (after
+    /// [`ConnectionState::Lost`], before [`ConnectionState::Connected`]);
+    /// [`Error::SessionClosed`] after [`Session::close`].
+    pub fn client(&self) -> Result<Client> {
+        self.handle.shared.conn().map(|c| c.client)
+    }
+
+    /// Which session this is: 1 for the first, one more after each expiry.
+    pub fn generation(&self) -> u64 {
+        self.handle.shared.status.borrow().generation
+    }
+
+    /// The connection state now.
+    pub fn state(&self) -> ConnectionState {
+        self.handle.shared.status.borrow().state
+    }
+
+    /// The latest [`SessionStatus`], as a channel (intermediate states may be skipped; use
+    /// [`Session::events`] to see each one).
+    pub fn states(&self) -> watch::Receiver<SessionStatus> {
+        self.handle.shared.status.subscribe()
+    }
+
+    /// Every state change from now on, in order (a receiver that falls more than 64 changes
+    /// behind gets `RecvError::Lagged`).
+    pub fn events(&self) -> broadcast::Receiver<SessionStatus> {
+        self.handle.shared.events.subscribe()
+    }
+
+    /// Waits until the session is connected (at once when it is); returns its generation.
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] once the session is closed.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: it only observes.
+    pub async fn connected(&self) -> Result<u64> {
+        let mut states = self.states();
+        let status = states
+            .wait_for(|s| s.state.is_connected() || s.state == ConnectionState::Closed)
+            .await
+            .map_err(|_| Error::SessionClosed)?;
+        match status.state {
+            ConnectionState::Closed => Err(Error::SessionClosed),
+            _ => Ok(status.generation),
+        }
+    }
+
+    /// The negotiated session timeout of the current session (the server may have clamped the
+    /// one asked for); the asked one while a new session is being started.
+    pub fn session_timeout(&self) -> Duration {
+        self.handle.shared.session_timeout()
+    }
+
+    /// The send time of the latest request of the current session that got an answer (the
+    /// session pings on its own every fifth of the timeout, so this stays fresh while connected).
+    pub fn last_contact(&self) -> Option<Instant> {
+        self.handle.shared.last_contact(self.generation())
+    }
+
+    /// The instant before which the server cannot expire the current session:
+    /// [`Session::last_contact`] plus the negotiated timeout. It carries **no margin**: subtract
+    /// your own (scheduling delays, the time it takes to stop what you run). `None` before the
+    /// first answer, while a new session is being started, and after close.
+    pub fn safe_until(&self) -> Option<Instant> {
+        self.handle.shared.safe_until(self.generation())
+    }
+
+    /// Whether [`Session::close`] was called (or every handle dropped).
+    pub fn is_closed(&self) -> bool {
+        self.handle.shared.is_closed()
+    }
+
+    /// Closes the session: stops starting new ones, deletes our ephemeral nodes at once (every
+    /// lock and leadership taken through it is released), ends the server session and reports
+    /// [`ConnectionState::Closed`]. Recipes built from it then fail with
+    /// [`Error::SessionClosed`]. Idempotent; concurrent calls all wait for the close to finish.
+    ///
+    /// # Cancel safety
+    /// If dropped, the close still completes in the background.
+    pub async fn close(&self) {
+        let shared = self.handle.shared.clone();
+        shared.begin_close();
+        let task = lock(&shared.supervisor).take();
+        match task {
+            Some(task) => {
+                let _ = task.await;
+            }
+            None => {
+                let mut states = shared.status.subscribe();
+                let _ = states.wait_for(|s| s.state == ConnectionState::Closed).await;
+            }
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// Makes `client` the current one, as generation `generation`.
+    fn install(self: &Arc<Self>, client: Client, generation: u64) -> Conn {
+        self.timeout_ms.store(client.session_timeout().as_millis() as u64, Ordering::SeqCst);
+        *lock(&self.contact) = (generation, None);
+        let conn = Conn::new(client, generation, self);
+        *lock(&self.current) = Some(conn.clone());
+        conn
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The current connection.
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] after close; [`Error::SessionExpired`] between sessions.
+    pub(crate) fn conn(&self) -> Result<Conn> {
+        if self.is_closed() {
+            return Err(Error::SessionClosed);
+        }
+        lock(&self.current).clone().ok_or(Error::SessionExpired)
+    }
+
+    /// Waits for a current connection (suspended ones included: their requests wait for the
+    /// reconnection, or fail with the expiry).
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] once closed.
+    pub(crate) async fn wait_conn(&self) -> Result<Conn> {
+        let mut states = self.status.subscribe();
+        loop {
+            match self.conn() {
+                // An expired client not yet replaced: wait for the supervisor to see it.
+                Ok(conn) if conn.client.state().is_terminated() => {}
+                Ok(conn) => return Ok(conn),
+                Err(Error::SessionExpired) => {}
+                Err(e) => return Err(e),
+            }
+            if states.changed().await.is_err() {
+                return Err(Error::SessionClosed);
+            }
+        }
+    }
+
+    pub(crate) fn session_timeout(&self) -> Duration {
+        match self.timeout_ms.load(Ordering::SeqCst) {
+            0 => self.options.session_timeout,
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    /// Records that a request of `generation` sent at `sent` was answered.
+    pub(crate) fn note_contact(&self, generation: u64, sent: Instant) {
+        let mut contact = lock(&self.contact);
+        if contact.0 == generation && contact.1.is_none_or(|last| last < sent) {
+            contact.1 = Some(sent);
+        }
+    }
+
+    pub(crate) fn last_contact(&self, generation: u64) -> Option<Instant> {
+        let contact = lock(&self.contact);
+        (contact.0 == generation && !self.is_closed()).then_some(contact.1).flatten()
+    }
+
+    /// See [`Session::safe_until`]; `None` unless `generation` is the current session.
+    pub(crate) fn safe_until(&self, generation: u64) -> Option<Instant> {
+        if lock(&self.current).as_ref().is_none_or(|c| c.generation != generation) {
+            return None;
+        }
+        self.last_contact(generation).map(|t| t + self.session_timeout())
+    }
+
+    pub(crate) fn track(&self, path: &str) {
+        lock(&self.nodes).insert(path.to_string());
+    }
+
+    pub(crate) fn untrack(&self, path: &str) {
+        lock(&self.nodes).remove(path);
+    }
+
+    /// Publishes a state change (to the channel and to the event stream).
+    fn publish(&self, state: ConnectionState, generation: u64) {
+        let status = SessionStatus { state, generation };
+        tracing::info!(connect = %self.connect, ?state, generation, "session state");
+        self.status.send_replace(status);
+        let _ = self.events.send(status);
+    }
+
+    fn begin_close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            self.closing.send_replace(true);
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The task behind a [`super::Session`]: it follows the raw client's states, keeps the last
+//! contact fresh, starts a new session after an expiry, and closes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use zookeeper_client::SessionState;
+
+use super::{lock, ConnectionState, Conn, Shared};
+use crate::connect::open_client;
+
+/// How one generation ended.
+enum Ended {
+    Expired,
+    Closed,
+}
+
+/// Runs until the session is closed.
+pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
+    let mut closing = shared.closing.subscribe();
+    loop {
+        let generation = conn.generation;
+        if let Ended::Closed = serve(&shared, &conn, &mut closing).await {
+            break;
+        }
+        tracing::warn!(generation, session = format_args!("{:#x}", conn.client.session_id().0),
+            "session expired; starting a new one");
+        *lock(&shared.current) = None;
+        lock(&shared.nodes).clear();
+        drop(conn);
+        shared.publish(ConnectionState::Lost, generation);
+        match renew(&shared, &mut closing).await {
+            Some(client) => {
+                conn = shared.install(client, generation + 1);
+                tracing::info!(generation = generation + 1,
+                    session = format_args!("{:#x}", conn.client.session_id().0), "new session");
+                shared.publish(ConnectionState::Connected, generation + 1);
+            }
+            None => break,
+        }
+    }
+    finish_close(&shared).await;
+}
+
+/// Follows one generation until it expires or the session is closed.
+async fn serve(shared: &Arc<Shared>, conn: &Conn, closing: &mut watch::Receiver<bool>) -> Ended {
+    let mut states = conn.client.state_watcher();
+    let mut suspended = false;
+    // The client pings after 3/20 of the timeout of idleness; our own beat, every fifth of the
+    // timeout, is what tells us when the server last heard us (see `Session::safe_until`).
+    let period = (conn.client.session_timeout() / 5).max(Duration::from_millis(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut beat: Option<JoinHandle<()>> = None;
+    let mut state = states.state();
+    let ended = loop {
+        match state {
+            SessionState::Disconnected if !suspended => {
+                suspended = true;
+                shared.publish(ConnectionState::Suspended, conn.generation);
+            }
+            SessionState::SyncConnected | SessionState::ConnectedReadOnly if suspended => {
+                suspended = false;
+                shared.publish(ConnectionState::Reconnected, conn.generation);
+            }
+            SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
+            _ => {}
+        }
+        tokio::select! {
+            _ = closing.wait_for(|c| *c) => break Ended::Closed,
+            next = states.changed() => state = next,
+            _ = tick.tick() => {
+                if beat.as_ref().is_none_or(|b| b.is_finished()) {
+                    beat = Some(heartbeat(conn));
+                }
+            }
+        }
+    };
+    if let Some(beat) = beat {
+        beat.abort();
+    }
+    ended
+}
+
+/// One cheap read; its send time becomes the last contact when it is answered.
+fn heartbeat(conn: &Conn) -> JoinHandle<()> {
+    let sent = Instant::now();
+    let answer = conn.client.check_stat("/");
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        match answer.await {
+            Ok(_) => conn.note_contact(sent),
+            // A server error code is an answer too.
+            Err(e) if !crate::error::is_connection_loss(&e) && !is_session_end(&e) => conn.note_contact(sent),
+            Err(_) => {}
+        }
+    })
+}
+
+fn is_session_end(e: &zookeeper_client::Error) -> bool {
+    use zookeeper_client::Error as Zk;
+    matches!(e, Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved | Zk::AuthFailed)
+}
+
+/// Starts a new session, backing off between failed attempts; `None` once closed.
+async fn renew(shared: &Arc<Shared>, closing: &mut watch::Receiver<bool>) -> Option<zookeeper_client::Client> {
+    let (initial, max) = shared.options.backoff;
+    let mut delay = initial;
+    loop {
+        tokio::select! {
+            _ = closing.wait_for(|c| *c) => return None,
+            opened = open_client(&shared.connect, &shared.options) => match opened {
+                Ok(client) => return Some(client),
+                Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
+            },
+        }
+        tokio::select! {
+            _ = closing.wait_for(|c| *c) => return None,
+            _ = tokio::time::sleep(jitter(delay)) => {}
+        }
+        delay = (delay * 2).min(max);
+    }
+}
+
+/// Between half and the whole of `delay`, at random.
+fn jitter(delay: Duration) -> Duration {
+    let random = (uuid::Uuid::new_v4().as_u128() % 1_000) as u32;
+    delay / 2 + delay / 2 * random / 1_000
+}
+
+/// Deletes our live nodes at once (other clones of the client may outlive us), drops our
+/// client, and reports `Closed`.
+async fn finish_close(shared: &Arc<Shared>) {
+    let conn = lock(&shared.current).take();
+    let generation = shared.status.borrow().generation;
+    if let Some(conn) = conn {
+        let nodes: Vec<String> = lock(&shared.nodes).drain().collect();
+        if !nodes.is_empty() && conn.client.state() == SessionState::SyncConnected {
+            // Sent back to back; a bounded wait for the answers.
+            let deletes: Vec<_> = nodes.iter().map(|path| conn.client.delete(path, None)).collect();
+            let all = async {
+                for delete in deletes {
+                    let _ = delete.await;
+                }
+            };
+            let bound = conn.client.session_timeout().min(Duration::from_secs(2));
+            if tokio::time::timeout(bound, all).await.is_err() {
+                tracing::warn!("closing: our nodes were not all deleted in time; they go with the session");
+            }
+        }
+        drop(conn);
+    }
+    shared.publish(ConnectionState::Closed, generation);
+}
