@@ -130,8 +130,9 @@ pub enum Error {
         path: String,
     },
 
-    /// The recipe was closed (or stopped after its session ended) before the awaited event.
-    #[error("the recipe on {path} is closed")]
+    /// The recipe was closed (its `close()` was called, or it was dropped) before the awaited
+    /// event. Build a new one to take part again.
+    #[error("the recipe on {path} is closed (close() was called or it was dropped); build a new one to take part again")]
     Closed {
         /// The recipe's path.
         path: String,

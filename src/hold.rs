@@ -64,8 +64,9 @@ impl Hold {
         turn: Option<OwnedMutexGuard<()>>,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
-        let (conn, path, czxid, own) = entry.into_parts();
-        let (status, _) = watch::channel(LockStatus::Held);
+        let (conn, path, czxid, own, revoked) = entry.into_parts();
+        let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
+        let (status, _) = watch::channel(first);
         let (stop_tx, stop_rx) = oneshot::channel();
         let releasing = Arc::new(AtomicBool::new(false));
         let hold = Arc::new(Hold {
@@ -83,7 +84,7 @@ impl Hold {
             releasing: releasing.clone(),
             stop: Mutex::new(Some(stop_tx)),
         });
-        tokio::spawn(monitor(conn.client, path, own, status, releasing, stop_rx));
+        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx));
         hold
     }
 
@@ -254,6 +255,7 @@ async fn monitor(
     client: Client,
     path: String,
     mut own: Option<PendingEvent>,
+    mut revoked: bool,
     status: watch::Sender<LockStatus>,
     releasing: Arc<AtomicBool>,
     mut stop: oneshot::Receiver<()>,
@@ -269,7 +271,6 @@ async fn monitor(
             changed
         });
     };
-    let mut revoked = false;
     let mut state = states.peek_state();
     loop {
         let connected = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };

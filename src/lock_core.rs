@@ -202,12 +202,30 @@ impl LockCore {
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 
-        let admitted = match wait {
-            Wait::Try => self
-                .queue
-                .decide(&entry, rule, &children)
-                .map(|(_, _, decision)| if decision == Decision::Proceed { Attempt::Admitted(()) } else { Attempt::NotFree }),
-            _ => {
+        let admitted = match by_deadline(deadline, self.queue.verify_root(conn)).await {
+            None => Ok(Attempt::OutOfTime),
+            Some(Err(e)) => Err(e),
+            Some(Ok(Err(stored))) => Err(Error::LeaseMaxMismatch {
+                path: self.queue.root.to_string(),
+                configured: self
+                    .queue
+                    .root_data
+                    .as_deref()
+                    .and_then(|d| std::str::from_utf8(d).ok()?.parse().ok())
+                    .unwrap_or_default(),
+                stored: String::from_utf8_lossy(&stored).into_owned(),
+            }),
+            Some(Ok(Ok(()))) => Ok(Attempt::Admitted(())),
+        };
+        let admitted = match (admitted, wait) {
+            (Ok(Attempt::Admitted(())), Wait::Try) => match self.queue.decide(&entry, rule, &children) {
+                Ok((queue, me, Decision::Proceed)) => {
+                    self.queue.admitted(&mut entry, rule, &queue, me).await.map(|()| Attempt::Admitted(()))
+                }
+                Ok(_) => Ok(Attempt::NotFree),
+                Err(e) => Err(e),
+            },
+            (Ok(Attempt::Admitted(())), _) => {
                 let waiting =
                     self.queue.wait_turn(&mut entry, rule, children).instrument(tracing::debug_span!("wait"));
                 match by_deadline(deadline, waiting).await {
@@ -215,6 +233,7 @@ impl LockCore {
                     None => Ok(Attempt::OutOfTime),
                 }
             }
+            (other, _) => other,
         };
         match admitted {
             Ok(Attempt::Admitted(())) => Ok(Attempt::Admitted(entry)),

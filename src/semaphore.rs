@@ -2,8 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::sync::OnceCell;
-use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -12,49 +10,64 @@ use crate::naming::{NameScheme, QueueNode};
 use crate::options::LockOptions;
 use crate::participants::Participant;
 use crate::path::LockPath;
-use crate::queue::{retry, Admission, Decision, Queue, QueueStats};
+use crate::queue::{Admission, Decision, Queue, QueueStats};
 use crate::session::Session;
 
 const LEASE_MARKER: &str = "lease-";
 const LEASE_SCHEME: NameScheme = NameScheme::curator(&[LEASE_MARKER]);
 
-/// How many leases a node holds: `_c_<uuid>-w<n>-lease-<seq>` holds `n`; a lease node without the
-/// weight holds one.
-fn weight(node: &QueueNode) -> u64 {
+/// How many leases a node holds: `_c_<uuid>-w<n>-lease-<seq>` holds `n`; a lease node without
+/// the weight holds one. A weight that can't be read, or is 0 or above `max` (a foreign or
+/// corrupt node), counts as `max`: it is never under-counted, so it can never make us over-admit.
+fn weight(node: &QueueNode, max: u64) -> u64 {
     let head = node.name.rfind(&format!("-{LEASE_MARKER}")).map_or("", |at| &node.name[..at]);
-    head.rsplit_once("-w").and_then(|(_, n)| n.parse().ok()).unwrap_or(1)
+    match head.rsplit_once("-w") {
+        None => 1,
+        Some((_, n)) => match n.parse::<u64>() {
+            Ok(w) if (1..=max).contains(&w) => w,
+            _ => max,
+        },
+    }
 }
 
-/// Admits, in queue order, every node whose leases fit with all those ahead of it: a prefix of
-/// the queue whose total weight is at most `max`. Strict FIFO: a large request at the front is
-/// not overtaken by smaller ones behind it.
+/// Admits, in queue order, every node whose leases fit with all those ahead of it: the longest
+/// prefix of the queue whose total weight is at most `max`. Strict FIFO: a large request at the
+/// front is not overtaken by smaller ones behind it.
 ///
-/// A waiter watches the first node ahead whose departure, together with those before it, frees
-/// enough leases; if that node alone frees enough, its deletion admits us without a new listing.
-/// (As with Curator's semaphore, a holder further ahead releasing first does not wake us; we
-/// proceed when the watched node goes. Never more than `max` leases are held.)
+/// Any release may admit the first waiter, so the first waiter watches every holder and wakes
+/// on whichever releases first (as Curator's `InterProcessSemaphoreV2`, whose one waiter at a
+/// time watches the lease children). Only it does: every later waiter watches the waiter just
+/// ahead of it, which touches its node's data once admitted, so waking stays one at a time (no
+/// herd).
 struct Weighted {
     max: u64,
 }
 
 impl Admission for Weighted {
     fn decide(&self, queue: &[QueueNode], me: usize) -> Decision {
-        let ahead: u64 = queue[..me].iter().map(weight).sum();
-        let excess = (ahead + weight(&queue[me])).saturating_sub(self.max);
-        if excess == 0 {
-            return Decision::Proceed;
-        }
-        let mut freed = 0;
-        for (i, node) in queue[..me].iter().enumerate() {
-            freed += weight(node);
-            if freed >= excess {
-                return Decision::Wait { on: i, then_proceed: weight(node) >= excess };
+        let mut held: u64 = 0;
+        let mut first_waiter = queue.len();
+        for (i, node) in queue.iter().enumerate() {
+            match held.checked_add(weight(node, self.max)) {
+                Some(total) if total <= self.max => held = total,
+                _ => {
+                    first_waiter = i;
+                    break;
+                }
             }
         }
-        // More leases asked than the maximum: the constructor and `acquire` refuse that, so this
-        // only happens with a foreign node claiming more than the maximum. Wait on the node
-        // ahead; it cannot be admitted either, so the queue stalls visibly rather than overflow.
-        Decision::Wait { on: me.saturating_sub(1), then_proceed: false }
+        if me < first_waiter {
+            Decision::Proceed
+        } else if me == first_waiter {
+            // Every weight is at most `max`, so the first node always fits: `me` is at least 1.
+            Decision::WaitAny { upto: me }
+        } else {
+            Decision::Wait { on: me - 1, then_proceed: false }
+        }
+    }
+
+    fn announce_admission(&self, queue: &[QueueNode], me: usize) -> bool {
+        me + 1 < queue.len()
     }
 }
 
@@ -62,12 +75,13 @@ impl Admission for Weighted {
 /// processes. `acquire(n)` takes `n` leases all or none, in one node, so multi-lease acquisitions
 /// never deadlock against each other. Leases are released by [`LockGuard::release`] or on drop.
 ///
-/// The maximum is stored as the data of the semaphore's path by the first participant; a
-/// participant configured with another maximum gets [`Error::LeaseMaxMismatch`].
+/// The maximum is stored as the data of the semaphore's path by the first participant; every
+/// acquire checks it once its node is in the queue (so the path can't be deleted and re-created
+/// meanwhile), and a participant configured with another maximum gets
+/// [`Error::LeaseMaxMismatch`].
 pub struct InterProcessSemaphore {
     core: LockCore,
     max: u32,
-    checked: OnceCell<()>,
 }
 
 impl std::fmt::Debug for InterProcessSemaphore {
@@ -106,14 +120,11 @@ impl InterProcessSemaphore {
         if max_leases == 0 {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }
-        let queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
+        let mut queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
+        queue.root_data = Some(std::sync::Arc::from(max_leases.to_string().into_bytes()));
         let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
         let spec = LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
-        Ok(InterProcessSemaphore {
-            core: LockCore::new(queue, spec, &options),
-            max: max_leases,
-            checked: OnceCell::new(),
-        })
+        Ok(InterProcessSemaphore { core: LockCore::new(queue, spec, &options), max: max_leases })
     }
 
     /// The maximum number of leases.
@@ -121,56 +132,8 @@ impl InterProcessSemaphore {
         self.max
     }
 
-    /// Stores our maximum at the path, or checks it against the one stored there (once per handle).
-    async fn check_max(&self) -> Result<()> {
-        self.checked.get_or_try_init(|| self.store_or_compare_max()).await.map(|_| ())
-    }
-
-    async fn store_or_compare_max(&self) -> Result<()> {
-        let conn = self.core.queue.conn().await?;
-        let (client, root) = (&conn.client, self.core.queue.root.as_str());
-        let ours = self.max.to_string();
-        loop {
-            match retry::on_connection_loss(|| client.get_data(root)).await {
-                Ok((data, stat)) if data.is_empty() => {
-                    match retry::on_connection_loss(|| {
-                        client.set_data(root, ours.as_bytes(), Some(stat.version))
-                    })
-                    .await
-                    {
-                        Ok(_) => return Ok(()),
-                        Err(ZkError::BadVersion | ZkError::NoNode) => continue,
-                        Err(e) => return Err(Error::from_zk("store max", root, e)),
-                    }
-                }
-                Ok((data, _)) if data == ours.as_bytes() => return Ok(()),
-                Ok((data, _)) => {
-                    return Err(Error::LeaseMaxMismatch {
-                        path: root.to_string(),
-                        configured: self.max,
-                        stored: String::from_utf8_lossy(&data).into_owned(),
-                    })
-                }
-                Err(ZkError::NoNode) => {
-                    if let Some(parent) = root.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) {
-                        let dirs = CreateMode::Container.with_acls(Acls::new(&self.core.queue.acls));
-                        retry::on_connection_loss(|| client.mkdir(parent, &dirs))
-                            .await
-                            .map_err(Error::zk("create parents", root))?;
-                    }
-                    let node = CreateMode::Container.with_acls(Acls::new(&self.core.queue.acls));
-                    match retry::on_connection_loss(|| client.create(root, ours.as_bytes(), &node)).await {
-                        Ok(_) | Err(ZkError::NodeExists) => continue,
-                        Err(e) => return Err(Error::from_zk("create", root, e)),
-                    }
-                }
-                Err(e) => return Err(Error::from_zk("get", root, e)),
-            }
-        }
-    }
-
-    /// Validates `leases`, checks the stored maximum, and gives the marker for our node.
-    async fn prepare(&self, leases: u32) -> Result<String> {
+    /// Validates `leases` and gives the marker for our node.
+    fn prepare(&self, leases: u32) -> Result<String> {
         if leases == 0 || leases > self.max {
             return Err(Error::BadLeaseCount {
                 path: self.core.queue.root.to_string(),
@@ -178,12 +141,11 @@ impl InterProcessSemaphore {
                 max: self.max,
             });
         }
-        self.check_max().await?;
         Ok(format!("w{leases}-{LEASE_MARKER}"))
     }
 
     async fn acquire_with(&self, leases: u32, wait: Wait) -> Result<Option<LockGuard>> {
-        let marker = self.prepare(leases).await?;
+        let marker = self.prepare(leases)?;
         self.core.acquire_marked(wait, &marker).await
     }
 
@@ -196,7 +158,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire(&self, leases: u32) -> Result<LockGuard> {
-        let marker = self.prepare(leases).await?;
+        let marker = self.prepare(leases)?;
         self.core.acquire_forever(&marker).await
     }
 
@@ -257,25 +219,58 @@ mod tests {
 
     #[test]
     fn weights_come_from_the_name() {
-        assert_eq!(weight(&node("_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-w3-lease-0000000001", 1)), 3);
-        assert_eq!(weight(&node("_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-lease-0000000001", 1)), 1);
+        assert_eq!(weight(&node("_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-w3-lease-0000000001", 1), 5), 3);
+        assert_eq!(weight(&node("_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-lease-0000000001", 1), 5), 1);
     }
 
+    /// Issue 15: weights from foreign or corrupt names are never under-counted and never
+    /// overflow: unreadable, zero, absurd or above-maximum weights count as the maximum.
     #[test]
-    fn admits_a_prefix_that_fits_and_waits_in_order() {
+    fn corrupt_weights_count_as_the_maximum_and_never_overflow() {
+        for corrupt in [
+            "_c_x-w-lease-0000000001",
+            "_c_x-w0-lease-0000000001",
+            "_c_x-w18446744073709551615-lease-0000000001",
+            "_c_x-w99999999999999999999999-lease-0000000001",
+            "_c_x-w6-lease-0000000001",
+            "_c_x-wild-lease-0000000001",
+        ] {
+            assert_eq!(weight(&node(corrupt, 1), 5), 5, "{corrupt}");
+        }
+        // Two absurd nodes: summing them must neither panic nor wrap around to a small total.
         let q = [
-            node("a-w2-lease-0000000001", 1),
-            node("b-w2-lease-0000000002", 2),
+            node("_c_a-w18446744073709551615-lease-0000000001", 1),
+            node("_c_b-w18446744073709551615-lease-0000000002", 2),
+            node("_c_c-w1-lease-0000000003", 3),
+        ];
+        let rule = Weighted { max: u64::MAX };
+        assert_eq!(rule.decide(&q, 0), Decision::Proceed);
+        assert_eq!(rule.decide(&q, 1), Decision::WaitAny { upto: 1 });
+        assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 1, then_proceed: false });
+    }
+
+    /// Issue 15: the first waiter waits on any holder (every one of them), later waiters on the
+    /// waiter ahead; admission is a FIFO prefix.
+    #[test]
+    fn the_first_waiter_watches_every_holder_and_later_ones_the_waiter_ahead() {
+        let q = [
+            node("a-w1-lease-0000000001", 1),
+            node("b-w1-lease-0000000002", 2),
             node("c-w1-lease-0000000003", 3),
+            node("d-w1-lease-0000000004", 4),
+            node("e-w1-lease-0000000005", 5),
         ];
         let rule = Weighted { max: 3 };
-        assert_eq!(rule.decide(&q, 0), Decision::Proceed);
-        // 2 + 2 > 3: waits on `a`, whose 2 leases alone make room.
-        assert_eq!(rule.decide(&q, 1), Decision::Wait { on: 0, then_proceed: true });
-        // 2 + 2 + 1 = 5 > 3: must shed 2: `a` alone does it.
-        assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 0, then_proceed: true });
-        let rule = Weighted { max: 2 };
-        // 2 + 2 + 1 = 5 > 2: must shed 3: `a` and `b` together.
+        for me in 0..3 {
+            assert_eq!(rule.decide(&q, me), Decision::Proceed);
+        }
+        assert_eq!(rule.decide(&q, 3), Decision::WaitAny { upto: 3 });
+        assert_eq!(rule.decide(&q, 4), Decision::Wait { on: 3, then_proceed: false });
+        assert!(rule.announce_admission(&q, 3));
+        assert!(!rule.announce_admission(&q, 4));
+        // A large request at the front is not overtaken by a small one behind it.
+        let q = [node("a-w2-lease-0000000001", 1), node("b-w2-lease-0000000002", 2), node("c-w1-lease-0000000003", 3)];
+        assert_eq!(rule.decide(&q, 1), Decision::WaitAny { upto: 1 });
         assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 1, then_proceed: false });
     }
 }

@@ -361,8 +361,12 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         let (stop, stop_rx) = watch::channel(false);
         let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.hold().clone() };
         let mut work = tokio::spawn(task(ctx));
+        let mut done = false;
         let mut outcome = tokio::select! {
-            ended = &mut work => finished(ended),
+            ended = &mut work => {
+                done = true;
+                finished(ended)
+            }
             _ = guard.lost() => TermOutcome::Lost,
             _ = inner.interrupt.notified() => TermOutcome::Interrupted,
             _ = &mut closing => TermOutcome::Closed,
@@ -370,7 +374,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         // At the moment of the loss, whatever the task does.
         inner.life.set(Leadership::NotLeader);
         let mut aborted = false;
-        if !work.is_finished() || outcome != TermOutcome::Returned {
+        if !done {
             stop.send_replace(true);
             let deadline = stop_deadline(inner.options.grace, guard.safe_until(), &inner.core);
             match tokio::time::timeout_at(deadline.into(), &mut work).await {

@@ -118,6 +118,11 @@ pub(crate) struct Entry {
     pub czxid: i64,
     /// The data watch on our own node: deletion by someone else, data changes (revocation).
     pub own_event: Option<PendingEvent>,
+    /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
+    /// the hold starts as `RevocationRequested`.
+    pub revoke_requested: bool,
+    /// Our node's data (the participant id), for rewriting it unchanged.
+    pub data: Vec<u8>,
     janitor: Janitor,
     armed: bool,
 }
@@ -134,19 +139,24 @@ impl Entry {
             seq,
             czxid,
             own_event: None,
+            revoke_requested: false,
+            data: Vec::new(),
             janitor: janitor.clone(),
             armed: true,
         }
     }
 
-    /// (Re-)arms the data watch on our own node.
+    /// (Re-)arms the data watch on our own node, noting a revocation request in its data.
     ///
     /// # Errors
     /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
     pub async fn watch_self(&mut self) -> Result<()> {
         match retry::on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
-            Ok((_, _, watcher)) => {
+            Ok((data, _, watcher)) => {
                 self.own_event = Some(Box::pin(watcher.changed()));
+                if data == crate::hold::REVOKE {
+                    self.revoke_requested = true;
+                }
                 Ok(())
             }
             Err(ZkError::NoNode) => Err(self.gone()),
@@ -186,9 +196,9 @@ impl Entry {
     }
 
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
-    pub fn into_parts(mut self) -> (Conn, String, i64, Option<PendingEvent>) {
+    pub fn into_parts(mut self) -> (Conn, String, i64, Option<PendingEvent>, bool) {
         self.disarm();
-        (self.conn.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take())
+        (self.conn.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take(), self.revoke_requested)
     }
 }
 
@@ -221,7 +231,14 @@ mod tests {
     async fn a_node_with_our_prefix_but_another_owner_is_never_ours() {
         let zk = ZkCluster::standalone().await.expect("zookeeper");
         let old = Client::connect(&zk.connect_string()).await.expect("old session");
-        let current = Client::connect(&zk.connect_string()).await.expect("current session");
+        // The current session is a `Session`'s, as every recipe's is: its `Conn` is what a
+        // pending create carries.
+        let session = crate::Session::connect(&zk.connect_string(), std::time::Duration::from_secs(20))
+            .await
+            .expect("current session");
+        let conn = session.shared().conn().expect("a current connection");
+        let current = conn.client.clone();
+        assert_ne!(current.session_id(), old.session_id());
         let root = LockPath::new("/locks/stale").unwrap();
         old.mkdir(root.as_str(), &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
         let protection = "_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-";
@@ -242,11 +259,12 @@ mod tests {
 
         // The cleanup of a cancelled create spares the other session's node.
         let janitor = Janitor::default();
-        drop(PendingCreate::new(&current, &root, protection, &janitor));
+        drop(PendingCreate::new(&conn, &root, protection, &janitor));
         janitor.settled().await;
         let left = current.list_children(root.as_str()).await.unwrap();
         assert_eq!(left.len(), 1, "{left:?}");
         let (data, _) = current.get_data(&root.child(&left[0])).await.unwrap();
         assert_eq!(data, b"old");
+        session.close().await;
     }
 }

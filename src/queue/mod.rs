@@ -40,15 +40,26 @@ const PARENT_RACE_ATTEMPTS: usize = 8;
 pub(crate) enum Decision {
     /// It may proceed now.
     Proceed,
-    /// It must wait until the node at index `on` is gone. `then_proceed` is true when that
-    /// node's deletion alone admits it (so no new listing is needed).
+    /// It must wait until the node at index `on` is gone (or its data changes: then it looks
+    /// again). `then_proceed` is true when that node's deletion alone admits it (so no new
+    /// listing is needed).
     Wait { on: usize, then_proceed: bool },
+    /// It must wait until any of the nodes at indexes `0..upto` is gone, then look again (a
+    /// semaphore's first waiter watches every holder, and wakes on whichever releases first).
+    WaitAny { upto: usize },
 }
 
 /// A recipe's rule for who may proceed.
 pub(crate) trait Admission: Send + Sync {
     /// `queue` is in creation order; `me` is the contender's index in it.
     fn decide(&self, queue: &[QueueNode], me: usize) -> Decision;
+
+    /// Whether a contender just admitted at index `me` must touch its node's data, to wake a
+    /// successor that watches it while waiting (a semaphore's waiters queue on the waiter ahead,
+    /// and only the first waiter watches the holders).
+    fn announce_admission(&self, _queue: &[QueueNode], _me: usize) -> bool {
+        false
+    }
 }
 
 /// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
@@ -75,6 +86,9 @@ pub(crate) struct Queue {
     pub acls: Arc<[Acl]>,
     pub janitor: Janitor,
     pub counters: Arc<Counters>,
+    /// The data the root must carry (a semaphore's maximum): the root is created with it, and
+    /// every acquire checks it once its node is in ([`Queue::verify_root`]).
+    pub root_data: Option<Arc<[u8]>>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -100,6 +114,7 @@ impl Queue {
             acls: Arc::from(Acls::anyone_all().to_vec()),
             janitor: Janitor::default(),
             counters: Arc::default(),
+            root_data: None,
         }
     }
 
@@ -151,9 +166,45 @@ impl Queue {
 
     async fn make_parents(&self, conn: &Conn) -> Result<()> {
         let options = CreateMode::Container.with_acls(Acls::new(&self.acls));
-        retry::on_connection_loss(|| conn.client.mkdir(self.root.as_str(), &options))
-            .await
-            .map_err(Error::zk("create parents", self.root.as_str()))
+        let root = self.root.as_str();
+        let Some(data) = &self.root_data else {
+            return retry::on_connection_loss(|| conn.client.mkdir(root, &options))
+                .await
+                .map_err(Error::zk("create parents", root));
+        };
+        if let Some(parent) = root.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) {
+            retry::on_connection_loss(|| conn.client.mkdir(parent, &options))
+                .await
+                .map_err(Error::zk("create parents", root))?;
+        }
+        match retry::on_connection_loss(|| conn.client.create(root, data, &options)).await {
+            Ok(_) | Err(ZkError::NodeExists) => Ok(()),
+            Err(e) => Err(Error::from_zk("create", root, e)),
+        }
+    }
+
+    /// Checks that the root carries [`Queue::root_data`], storing it when the root has none.
+    /// Called with our node in the queue, so the root can't be reaped and re-created meanwhile.
+    ///
+    /// # Errors
+    /// `Ok(Err(stored))` with the data found when it differs.
+    pub async fn verify_root(&self, conn: &Conn) -> Result<std::result::Result<(), Vec<u8>>> {
+        let Some(want) = &self.root_data else { return Ok(Ok(())) };
+        let root = self.root.as_str();
+        loop {
+            let (data, stat) = match retry::on_connection_loss(|| conn.client.get_data(root)).await {
+                Ok(found) => found,
+                Err(e) => return Err(Error::from_zk("get", root, e)),
+            };
+            if data.is_empty() {
+                match retry::on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await {
+                    Ok(_) => return Ok(Ok(())),
+                    Err(ZkError::BadVersion) => continue,
+                    Err(e) => return Err(Error::from_zk("store root data", root, e)),
+                }
+            }
+            return Ok(if data == **want { Ok(()) } else { Err(data) });
+        }
     }
 
     /// Takes a place in the queue: creates our protected EPHEMERAL_SEQUENTIAL node with `marker`
@@ -192,6 +243,7 @@ impl Queue {
                         stat.czxid,
                         &self.janitor,
                     );
+                    entry.data = data.to_vec();
                     pending.disarm();
                     let own = client.get_and_watch_data(&entry.path);
                     let children = match listing.await {
@@ -199,7 +251,10 @@ impl Queue {
                         Err(_) => self.list_on(conn).await?,
                     };
                     match own.await {
-                        Ok((_, _, watcher)) => entry.own_event = Some(Box::pin(watcher.changed())),
+                        Ok((data, _, watcher)) => {
+                            entry.own_event = Some(Box::pin(watcher.changed()));
+                            entry.revoke_requested = data == crate::hold::REVOKE;
+                        }
                         Err(ZkError::NoNode) => return Err(entry.gone()),
                         Err(_) => entry.watch_self().await?,
                     }
@@ -226,6 +281,7 @@ impl Queue {
                     let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
                     let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
+                    entry.data = data.to_vec();
                     pending.disarm();
                     entry.watch_self().await?;
                     let children = self.list_on(conn).await?;
@@ -271,16 +327,21 @@ impl Queue {
         children: Vec<String>,
     ) -> Result<()> {
         let mut children = children;
+        // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
+        let mut seen = std::collections::HashMap::new();
         loop {
             let (queue, me, decision) = self.decide(entry, rule, &children)?;
-            let Decision::Wait { on, then_proceed } = decision else {
-                tracing::debug!(position = me, "admitted");
-                return Ok(());
+            let watched: Vec<String> = match decision {
+                Decision::Proceed => {
+                    tracing::debug!(position = me, "admitted");
+                    return self.admitted(entry, rule, &queue, me).await;
+                }
+                Decision::Wait { on, .. } => vec![self.root.child(&queue[on].name)],
+                Decision::WaitAny { upto } => queue[..upto].iter().map(|n| self.root.child(&n.name)).collect(),
             };
-            let ahead = self.root.child(&queue[on].name);
-            tracing::debug!(position = me, watching = %queue[on].name, "waiting");
-            self.until_gone(entry, &ahead).await?;
-            if then_proceed {
+            tracing::debug!(position = me, watching = watched.len(), "waiting");
+            let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
                 self.counters.bump(Count::RelistSaved);
                 tracing::debug!("node ahead was the head: admitted without listing again");
                 return Ok(());
@@ -289,37 +350,95 @@ impl Queue {
         }
     }
 
-    /// Waits until the node at `path` is deleted, while watching our own node too.
-    async fn until_gone(&self, entry: &mut Entry, path: &str) -> Result<()> {
-        loop {
-            let client = &entry.conn.client;
-            let watcher = match retry::on_connection_loss(|| client.get_and_watch_data(path)).await {
-                Ok((_, _, watcher)) => watcher,
-                Err(ZkError::NoNode) => return Ok(()),
-                Err(e) => return Err(Error::from_zk("watch", path, e)),
-            };
-            let ahead = watcher.changed();
-            tokio::pin!(ahead);
-            loop {
-                tokio::select! {
-                    event = &mut ahead => match event.event_type {
-                        EventType::NodeDeleted => {
-                            self.counters.bump(Count::Wakeup);
-                            return Ok(());
-                        }
-                        EventType::Session => return Err(session_error(event.session_state)),
-                        // Its data changed (a revocation request, say): watch it again.
-                        _ => break,
-                    },
-                    event = own_event(&mut entry.own_event) => match event.event_type {
-                        EventType::NodeDeleted => return Err(entry.gone()),
-                        EventType::Session => return Err(session_error(event.session_state)),
-                        _ => entry.watch_self().await?,
-                    },
+    /// Tells waiters behind us that we were admitted, when the rule asks for it.
+    pub async fn admitted(&self, entry: &mut Entry, rule: &dyn Admission, queue: &[QueueNode], me: usize) -> Result<()> {
+        if rule.announce_admission(queue, me) {
+            let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
+            match retry::on_connection_loss(|| client.set_data(&path, &data, None)).await {
+                Ok(_) => {}
+                Err(ZkError::NoNode) => return Err(Error::NodeDeleted { path }),
+                Err(e) => return Err(Error::from_zk("announce", &path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until one of the nodes at `paths` is deleted (or its data changes), while watching
+    /// our own node too.
+    ///
+    /// A change made between our listing and our watch would be missed by the watch, so a node
+    /// whose data changed after our node was created (and after the last change we already
+    /// looked again for, kept in `seen`) wakes us at once.
+    async fn until_any_gone(
+        &self,
+        entry: &mut Entry,
+        paths: &[String],
+        seen: &mut std::collections::HashMap<String, i64>,
+    ) -> Result<Woke> {
+        let client = entry.conn.client.clone();
+        // Sent back to back, answered in order.
+        let requests: Vec<_> = paths.iter().map(|p| client.get_and_watch_data(p)).collect();
+        let mut watchers = Vec::with_capacity(paths.len());
+        let mut changed = false;
+        for (request, path) in requests.into_iter().zip(paths) {
+            match request.await {
+                Ok((_, stat, watcher)) => {
+                    let accounted = seen.get(path).copied().unwrap_or(entry.czxid);
+                    if stat.mzxid > stat.czxid && stat.mzxid > accounted {
+                        seen.insert(path.clone(), stat.mzxid);
+                        changed = true;
+                    }
+                    watchers.push(Box::pin(watcher.changed()));
                 }
+                Err(ZkError::NoNode) => return Ok(Woke::Deleted),
+                Err(e) if crate::error::is_connection_loss(&e) => {
+                    // Watches are re-armed by looking again once the client is back.
+                    return Ok(Woke::Changed);
+                }
+                Err(e) => return Err(Error::from_zk("watch", path, e)),
+            }
+        }
+        if changed {
+            return Ok(Woke::Changed);
+        }
+        let any = std::future::poll_fn(|cx| {
+            for watcher in watchers.iter_mut() {
+                if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
+                    return std::task::Poll::Ready(event);
+                }
+            }
+            std::task::Poll::Pending
+        });
+        tokio::pin!(any);
+        loop {
+            tokio::select! {
+                event = &mut any => return match event.event_type {
+                    EventType::NodeDeleted => {
+                        self.counters.bump(Count::Wakeup);
+                        Ok(Woke::Deleted)
+                    }
+                    EventType::Session => Err(session_error(event.session_state)),
+                    // Its data changed (a waiter ahead was admitted, or a revocation request):
+                    // look again.
+                    _ => Ok(Woke::Changed),
+                },
+                event = own_event(&mut entry.own_event) => match event.event_type {
+                    EventType::NodeDeleted => return Err(entry.gone()),
+                    EventType::Session => return Err(session_error(event.session_state)),
+                    _ => entry.watch_self().await?,
+                },
             }
         }
     }
+}
+
+/// Why a waiter woke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Woke {
+    /// A watched node was deleted.
+    Deleted,
+    /// A watched node's data changed, or the watch could not be set: look again.
+    Changed,
 }
 
 /// Awaits the own-node watch event, if one is armed; clears the slot once it fires.
