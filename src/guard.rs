@@ -20,39 +20,90 @@ use crate::status::LockStatus;
 ///
 /// A hold belongs to the session it was taken in: if that session expires, the hold is
 /// [`LockStatus::Lost`] for good, and releasing it never touches a later session's nodes.
+///
+/// A multi-lock's guard holds every member: its status is the worst member's, its fencing
+/// token the largest member's ([`LockGuard::fencing_tokens`] gives each), and its fenced writes
+/// check every member node.
 #[must_use = "dropping the guard releases the lock"]
 pub struct LockGuard {
-    hold: Arc<Hold>,
+    held: Held,
     released: bool,
+}
+
+enum Held {
+    One(Arc<Hold>),
+    /// A multi-lock's members, in acquisition order.
+    All(Vec<LockGuard>),
 }
 
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("node", &self.hold.path())
-            .field("fencing_token", &self.fencing_token())
-            .field("status", &self.current_status())
-            .finish()
+        match &self.held {
+            Held::One(hold) => f
+                .debug_struct("LockGuard")
+                .field("node", &hold.path())
+                .field("fencing_token", &hold.fencing_token())
+                .field("status", &hold.current_status())
+                .finish(),
+            Held::All(members) => f.debug_struct("LockGuard").field("members", members).finish(),
+        }
+    }
+}
+
+/// How bad a status is, for a multi-lock's worst-of.
+fn rank(s: LockStatus) -> u8 {
+    match s {
+        LockStatus::Lost => 3,
+        LockStatus::Suspended => 2,
+        LockStatus::RevocationRequested => 1,
+        _ => 0,
     }
 }
 
 impl LockGuard {
     pub(crate) fn new(hold: Arc<Hold>) -> LockGuard {
-        LockGuard { hold, released: false }
+        LockGuard { held: Held::One(hold), released: false }
+    }
+
+    /// A guard over every member of a multi-lock (acquisition order).
+    pub(crate) fn all(members: Vec<LockGuard>) -> LockGuard {
+        LockGuard { held: Held::All(members), released: false }
+    }
+
+    /// The single holds under this guard, in acquisition order.
+    fn holds(&self) -> Vec<&Arc<Hold>> {
+        match &self.held {
+            Held::One(hold) => vec![hold],
+            Held::All(members) => members.iter().flat_map(LockGuard::holds).collect(),
+        }
     }
 
     /// The fencing token of this hold: the lock node's `czxid`, the id of the transaction that
     /// created it. It is global to the ensemble and strictly increasing across successive holders
     /// of the same lock (also across deletion of the parent and wrap of the sequence counter).
     /// Hand it to the resource you protect, and have the resource refuse tokens older than the
-    /// newest it has seen.
+    /// newest it has seen. For a multi-lock, the largest member token.
     pub fn fencing_token(&self) -> u64 {
-        self.hold.fencing_token()
+        self.holds().iter().map(|h| h.fencing_token()).max().unwrap_or_default()
     }
 
-    /// The full path of our lock node.
+    /// Each lock path with its fencing token, in acquisition order (one entry unless this is a
+    /// multi-lock's guard).
+    pub fn fencing_tokens(&self) -> Vec<(String, u64)> {
+        self.holds().iter().map(|h| (h.root().to_string(), h.fencing_token())).collect()
+    }
+
+    /// The full path of our lock node (a multi-lock: its first member's).
     pub fn node_path(&self) -> &str {
-        self.hold.path()
+        self.holds().first().map_or("", |h| h.path())
+    }
+
+    /// A multi-lock's member guards, in acquisition order (empty for a single lock).
+    pub fn members(&self) -> &[LockGuard] {
+        match &self.held {
+            Held::One(_) => &[],
+            Held::All(members) => members,
+        }
     }
 
     /// Takes a nested hold on the same node: a second guard that proves the same ownership. The
@@ -63,18 +114,25 @@ impl LockGuard {
     /// [`Error::LockLost`] when the hold is lost (or released); [`Error::NotReentrant`] for a
     /// semaphore lease or an `InterProcessSemaphoreMutex`.
     pub fn reenter(&self) -> Result<LockGuard> {
-        self.hold.retain()?;
-        Ok(LockGuard::new(self.hold.clone()))
+        match &self.held {
+            Held::One(hold) => {
+                hold.retain()?;
+                Ok(LockGuard::new(hold.clone()))
+            }
+            Held::All(members) => Ok(LockGuard::all(members.iter().map(LockGuard::reenter).collect::<Result<_>>()?)),
+        }
     }
 
     /// Keeps `other` held until this hold is released (a downgrade keeps its write hold).
     pub(crate) fn keep_until_released(&self, other: LockGuard) {
-        self.hold.keep(other);
+        if let Some(hold) = self.holds().first() {
+            hold.keep(other);
+        }
     }
 
     /// The session generation this hold was taken in (see [`crate::Session::generation`]).
     pub fn session_generation(&self) -> u64 {
-        self.hold.generation()
+        self.holds().iter().map(|h| h.generation()).min().unwrap_or_default()
     }
 
     /// The instant before which ZooKeeper cannot have expired the session of this hold, and so
@@ -83,48 +141,90 @@ impl LockGuard {
     /// must stop before it, less your own margin (scheduling, the time it takes to stop).
     /// `None` once the hold is lost or released. While connected it keeps moving forward.
     pub fn safe_until(&self) -> Option<std::time::Instant> {
-        self.hold.safe_until()
+        self.holds().iter().map(|h| h.safe_until()).collect::<Option<Vec<_>>>()?.into_iter().min()
     }
 
-    /// A channel of [`LockStatus`] changes, starting with the current one.
+    /// A channel of [`LockStatus`] changes, starting with the current one (a multi-lock: the
+    /// worst member's).
     pub fn status(&self) -> watch::Receiver<LockStatus> {
-        self.hold.status()
+        let holds = self.holds();
+        if let [one] = holds.as_slice() {
+            return one.status();
+        }
+        let mut members: Vec<_> = holds.iter().map(|h| h.status()).collect();
+        let worst = |members: &mut Vec<watch::Receiver<LockStatus>>| {
+            members.iter_mut().map(|m| *m.borrow_and_update()).max_by_key(|s| rank(*s)).unwrap_or(LockStatus::Held)
+        };
+        let (tx, rx) = watch::channel(worst(&mut members));
+        tokio::spawn(async move {
+            loop {
+                let mut changes = tokio::task::JoinSet::new();
+                for member in &members {
+                    let mut member = member.clone();
+                    changes.spawn(async move { member.changed().await.is_ok() });
+                }
+                tokio::select! {
+                    _ = tx.closed() => return,
+                    changed = changes.join_next() => if !matches!(changed, Some(Ok(true))) { return },
+                }
+                tx.send_replace(worst(&mut members));
+            }
+        });
+        rx
     }
 
-    /// The status now.
+    /// The status now (a multi-lock: the worst member's: `Lost` if any is lost, else
+    /// `Suspended` if any is, else `RevocationRequested` if any is, else `Held`).
     pub fn current_status(&self) -> LockStatus {
-        self.hold.current_status()
+        self.holds().iter().map(|h| h.current_status()).max_by_key(|s| rank(*s)).unwrap_or(LockStatus::Held)
     }
 
     /// Resolves when the hold counts as lost under the lock's [`crate::LossPolicy`]: at
     /// [`LockStatus::Lost`], and also at [`LockStatus::Suspended`] under the default policy.
+    /// For a multi-lock, when any member does.
     ///
     /// # Cancel safety
-    /// Cancel-safe: it only observes the status channel.
+    /// Cancel-safe: it only observes the status channels.
     pub async fn lost(&self) {
-        self.hold.lost().await
+        let mut any = tokio::task::JoinSet::new();
+        for hold in self.holds() {
+            let hold = hold.clone();
+            any.spawn(async move { hold.lost().await });
+        }
+        // The set aborts the other waits when dropped.
+        let _ = any.join_next().await;
     }
 
-    /// [`LockGuard::lost`] as an owned future, for waiting on several guards at once.
-    pub(crate) fn lost_owned(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let hold = self.hold.clone();
-        async move { hold.lost().await }
-    }
-
-    /// A multi-op that commits only while our lock node exists, so a holder that lost the lock
-    /// cannot write. Add operations, then [`FencedWriter::commit`].
+    /// A multi-op that commits only while our lock node exists (every member node, for a
+    /// multi-lock), so a holder that lost the lock cannot write. Add operations, then
+    /// [`FencedWriter::commit`].
     ///
     /// # Errors
-    /// [`Error::ZooKeeper`] if the client refuses the node path (it never does for a valid lock).
+    /// [`Error::ZooKeeper`] if the client refuses a node path (it never does for a valid
+    /// lock); [`Error::LockLost`] for a multi-lock whose members were taken on different
+    /// sessions (no single multi-op can check them all).
     pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
-        self.hold.fenced_writer()
+        let holds = self.holds();
+        let Some((first, rest)) = holds.split_first() else {
+            return Err(Error::LockLost { path: String::new() });
+        };
+        let mut writer = first.fenced_writer()?;
+        for hold in rest {
+            if !hold.same_session(first) {
+                return Err(Error::LockLost { path: hold.root().to_string() });
+            }
+            // Version -1: the node must exist, whatever its version.
+            writer.add_check_version(hold.path(), -1)?;
+        }
+        Ok(writer)
     }
 
     pub(crate) fn hold(&self) -> &Arc<Hold> {
-        &self.hold
+        self.holds()[0]
     }
 
-    /// Releases this hold; the node is deleted when it is the handle's last.
+    /// Releases this hold; the node is deleted when it is the last hold on it. A multi-lock
+    /// releases every member, in reverse acquisition order.
     ///
     /// # Errors
     /// * [`Error::LockLost`]: the lock had been lost before release (session expired or node
@@ -132,37 +232,54 @@ impl LockGuard {
     /// * [`Error::ConnectionLoss`]: the delete could not be confirmed within the session timeout;
     ///   it goes on in the background, and later acquires work.
     ///
+    /// For a multi-lock, the first member's error (every member is released regardless).
+    ///
     /// # Cancel safety
     /// If the future is dropped, the release still completes in the background.
     pub async fn release(mut self) -> Result<()> {
         self.released = true;
-        if !self.hold.release_one() {
-            return Ok(());
+        let held = std::mem::replace(&mut self.held, Held::All(Vec::new()));
+        match held {
+            Held::One(hold) => release_one(hold).await,
+            Held::All(members) => {
+                let mut first_error = None;
+                for member in members.into_iter().rev() {
+                    if let Err(e) = Box::pin(member.release()).await {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
         }
-        let span = tracing::info_span!("release", path = %self.hold.root(), node = %self.hold.path());
-        let (done, outcome) = tokio::sync::oneshot::channel();
-        let hold = self.hold.clone();
-        // Run to completion even if our caller is cancelled, tracked by the janitor.
-        self.hold.janitor().spawn(
-            "release",
-            tracing::Instrument::instrument(
-                async move {
-                    let _ = done.send(hold.delete_node().await);
-                },
-                span,
-            ),
-        );
-        outcome.await.unwrap_or_else(|_| {
-            Err(Error::ConnectionLoss { op: "delete", path: self.hold.path().to_string() })
-        })
     }
+}
+
+async fn release_one(hold: Arc<Hold>) -> Result<()> {
+    if !hold.release_one() {
+        return Ok(());
+    }
+    let span = tracing::info_span!("release", path = %hold.root(), node = %hold.path());
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    let releasing = hold.clone();
+    // Run to completion even if our caller is cancelled, tracked by the janitor.
+    hold.janitor().spawn(
+        "release",
+        tracing::Instrument::instrument(
+            async move {
+                let _ = done.send(releasing.delete_node().await);
+            },
+            span,
+        ),
+    );
+    outcome.await.unwrap_or_else(|_| Err(Error::ConnectionLoss { op: "delete", path: hold.path().to_string() }))
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if !self.released {
-            self.hold.release_in_background();
+        if let (false, Held::One(hold)) = (self.released, &self.held) {
+            hold.release_in_background();
         }
+        // A multi-lock's members drop (and release) themselves.
     }
 }
 

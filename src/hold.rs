@@ -36,6 +36,8 @@ pub(crate) struct Hold {
     reentrant: bool,
     /// The handle's local turn (see `LockCore`), given back when the last hold goes.
     turn: Mutex<Option<OwnedMutexGuard<()>>>,
+    labels: crate::metrics::Labels,
+    acquired: Instant,
     /// Other holds that must last as long as this one (a downgrade's write hold).
     companions: Mutex<Vec<crate::guard::LockGuard>>,
     status: watch::Sender<LockStatus>,
@@ -62,6 +64,7 @@ impl Hold {
         janitor: &Janitor,
         reentrant: bool,
         turn: Option<OwnedMutexGuard<()>>,
+        labels: crate::metrics::Labels,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
         let (conn, path, czxid, own, revoked) = entry.into_parts();
@@ -80,12 +83,19 @@ impl Hold {
             reentrant,
             turn: Mutex::new(turn),
             companions: Mutex::new(Vec::new()),
+            labels: labels.clone(),
+            acquired: Instant::now(),
             status: status.clone(),
             releasing: releasing.clone(),
             stop: Mutex::new(Some(stop_tx)),
         });
-        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx));
+        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx, labels));
         hold
+    }
+
+    /// Whether `other` lives in the same session as this hold.
+    pub fn same_session(&self, other: &Hold) -> bool {
+        self.conn.client.session_id() == other.conn.client.session_id()
     }
 
     /// The session generation this hold was taken in.
@@ -197,7 +207,9 @@ impl Hold {
     /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
     pub async fn delete_node(self: &Arc<Self>) -> Result<()> {
-        self.releasing.store(true, Ordering::SeqCst);
+        if !self.releasing.swap(true, Ordering::SeqCst) {
+            self.labels.held(self.acquired.elapsed());
+        }
         let was_lost = self.current_status() == LockStatus::Lost;
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
@@ -259,6 +271,7 @@ async fn monitor(
     status: watch::Sender<LockStatus>,
     releasing: Arc<AtomicBool>,
     mut stop: oneshot::Receiver<()>,
+    labels: crate::metrics::Labels,
 ) {
     let mut states = client.state_watcher();
     let set = |s: LockStatus| {
@@ -271,6 +284,12 @@ async fn monitor(
             changed
         });
     };
+    let lose = |cause: &'static str| {
+        if !releasing.load(Ordering::SeqCst) && *status.borrow() != LockStatus::Lost {
+            labels.lost(cause);
+        }
+        set(LockStatus::Lost);
+    };
     let mut state = states.peek_state();
     loop {
         let connected = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
@@ -278,7 +297,7 @@ async fn monitor(
             SessionState::Disconnected => set(LockStatus::Suspended),
             SessionState::SyncConnected | SessionState::ConnectedReadOnly => set(connected),
             SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
-                set(LockStatus::Lost);
+                lose("session_expired");
                 return;
             }
         }
@@ -289,8 +308,12 @@ async fn monitor(
                 let released = releasing.load(Ordering::SeqCst);
                 match event.event_type {
                     EventType::NodeDeleted if released => return,
-                    EventType::NodeDeleted | EventType::Session => {
-                        set(LockStatus::Lost);
+                    EventType::NodeDeleted => {
+                        lose("node_deleted");
+                        return;
+                    }
+                    EventType::Session => {
+                        lose("session_expired");
                         return;
                     }
                     // The data changed: a revocation request, or something else. Re-arm and look.
@@ -304,7 +327,7 @@ async fn monitor(
                         }
                         Err(_) if released => return,
                         Err(_) => {
-                            set(LockStatus::Lost);
+                            lose("node_deleted");
                             return;
                         }
                     },

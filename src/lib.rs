@@ -19,7 +19,9 @@ mod guard;
 mod hold;
 mod identity;
 mod leader;
+mod lock;
 mod lock_core;
+mod metrics;
 mod multi_lock;
 mod mutex;
 mod naming;
@@ -44,7 +46,8 @@ pub use leader::{
     LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions, TermEnded,
     TermOutcome,
 };
-pub use multi_lock::{InterProcessMultiLock, MultiLockGuard};
+pub use lock::{Lock, LockExt};
+pub use multi_lock::InterProcessMultiLock;
 pub use mutex::InterProcessMutex;
 pub use naming::NodeFormat;
 pub use options::LockOptions;
@@ -52,7 +55,7 @@ pub use participants::Participant;
 pub use path::LockPath;
 pub use queue::QueueStats;
 pub use revocation::request_revocation;
-pub use rwlock::InterProcessReadWriteLock;
+pub use rwlock::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use semaphore::InterProcessSemaphore;
 pub use semaphore_mutex::InterProcessSemaphoreMutex;
 pub use session::{ConnectionState, Session, SessionStatus};

@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::metrics::Labels;
 use crate::hold::Hold;
 use crate::options::LockOptions;
 use crate::participants::{self, Participant};
@@ -62,6 +63,7 @@ pub(crate) struct LockCore {
     turn: Option<Arc<tokio::sync::Mutex<()>>>,
     /// The latest hold taken through this handle, for `is_held_by_this_handle`.
     current: Mutex<Weak<Hold>>,
+    pub labels: Labels,
 }
 
 impl LockCore {
@@ -76,6 +78,7 @@ impl LockCore {
             reentrant: spec.reentrant,
             turn: spec.exclusive.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             current: Mutex::new(Weak::new()),
+            labels: Labels::new(spec.recipe, options.role.as_ref()),
         }
     }
 
@@ -116,8 +119,18 @@ impl LockCore {
             node = tracing::field::Empty,
             seq = tracing::field::Empty,
             generation = tracing::field::Empty,
+            fencing_token = tracing::field::Empty,
         );
-        self.acquire_inner(wait, marker, rule, take_turn, span.clone()).instrument(span).await
+        let mut record = Record { labels: &self.labels, started: Instant::now(), outcome: "cancelled" };
+        let result = self.acquire_inner(wait, marker, rule, take_turn, span.clone()).instrument(span).await;
+        record.outcome = match (&result, wait) {
+            (Ok(Some(_)), _) => "acquired",
+            (Ok(None), Wait::Try) => "busy",
+            (Ok(None), _) => "timeout",
+            (Err(Error::Timeout(_)), _) => "timeout",
+            (Err(_), _) => "error",
+        };
+        result
     }
 
     async fn acquire_inner(
@@ -176,7 +189,8 @@ impl LockCore {
     }
 
     fn hold(&self, entry: Entry, turn: Option<OwnedMutexGuard<()>>) -> LockGuard {
-        let hold = Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn);
+        let hold = Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn, self.labels.clone());
+        tracing::Span::current().record("fencing_token", hold.fencing_token());
         tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&hold);
         LockGuard::new(hold)
@@ -199,6 +213,7 @@ impl LockCore {
             return Ok(Attempt::OutOfTime);
         };
         let (mut entry, children) = joined?;
+        self.labels.queue_length(self.queue.sorted(&children).len());
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 
@@ -271,6 +286,19 @@ impl LockCore {
             }
         }
         Ok(sent)
+    }
+}
+
+/// Records an acquire's outcome when dropped: `cancelled` unless the acquire said otherwise.
+struct Record<'a> {
+    labels: &'a Labels,
+    started: Instant,
+    outcome: &'static str,
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        self.labels.acquire_ended(self.outcome, self.started.elapsed());
     }
 }
 

@@ -66,7 +66,7 @@ impl InterProcessMutex {
     /// # Errors
     /// As [`InterProcessMutex::new`].
     pub fn with_options(session: &Session, path: &str, options: LockOptions) -> Result<InterProcessMutex> {
-        Ok(InterProcessMutex { core: Arc::new(Self::core(session, path, &options, true)?) })
+        Ok(InterProcessMutex { core: Arc::new(Self::core(session, path, &options, true, "mutex")?) })
     }
 
     pub(crate) fn core(
@@ -74,10 +74,10 @@ impl InterProcessMutex {
         path: &str,
         options: &LockOptions,
         reentrant: bool,
+        recipe: &'static str,
     ) -> Result<LockCore> {
         let queue = Queue::new(session, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
             .with_acls(options.acls.clone());
-        let recipe = if reentrant { "mutex" } else { "semaphore-mutex" };
         let marker = options.format.marker(LOCK_MARKER);
         let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant, exclusive: true };
         Ok(LockCore::new(queue, spec, options))
@@ -175,5 +175,24 @@ impl InterProcessMutex {
     /// Cancel-safe.
     pub async fn settled(&self) {
         self.core.queue.janitor.settled().await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::lock::Lock for InterProcessMutex {
+    fn lock_path(&self) -> &str {
+        self.core.queue.root.as_str()
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        InterProcessMutex::acquire(self).await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        InterProcessMutex::try_acquire(self).await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        InterProcessMutex::acquire_timeout(self, timeout).await
+    }
+    async fn settled(&self) {
+        InterProcessMutex::settled(self).await
     }
 }

@@ -9,11 +9,13 @@ use crate::status::LossPolicy;
 
 /// Options for a lock recipe. `LockOptions::default()` is what `new` uses.
 #[derive(Clone, Debug, Default)]
+#[must_use]
 pub struct LockOptions {
     pub(crate) participant_id: Option<String>,
     pub(crate) loss_policy: LossPolicy,
     pub(crate) format: NodeFormat,
     pub(crate) acls: Option<Arc<[Acl]>>,
+    pub(crate) role: Option<Arc<str>>,
 }
 
 impl LockOptions {
@@ -46,6 +48,13 @@ impl LockOptions {
     /// ours alone: nobody else can delete them or set `__REVOKE__` on them.
     pub fn acls(mut self, acls: Acls<'_>) -> LockOptions {
         self.acls = Some(Arc::from(acls.to_vec()));
+        self
+    }
+
+    /// The `role` label of this lock's metrics (default `default`): name what the path is for
+    /// (`orders`, `stock`), never the path itself, so that label values stay few.
+    pub fn metrics_role(mut self, role: &str) -> LockOptions {
+        self.role = Some(Arc::from(role));
         self
     }
 

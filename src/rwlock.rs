@@ -121,6 +121,16 @@ impl InterProcessReadWriteLock {
         &self.read.queue.root
     }
 
+    /// The read side as a [`crate::Lock`] (Curator's `readLock()`), e.g. for a multi-lock.
+    pub fn read_lock(&self) -> ReadLock {
+        ReadLock(self.clone())
+    }
+
+    /// The write side as a [`crate::Lock`] (Curator's `writeLock()`), e.g. for a multi-lock.
+    pub fn write_lock(&self) -> WriteLock {
+        WriteLock(self.clone())
+    }
+
     /// Takes the read lock while holding the write lock through `write` (the downgrade): the
     /// read is granted at once, and nobody can write between the two. Release `write` afterwards
     /// to let other readers in.
@@ -266,5 +276,51 @@ impl InterProcessReadWriteLock {
     pub async fn settled(&self) {
         // Both sides share one queue, and so one janitor.
         self.read.queue.janitor.settled().await;
+    }
+}
+
+/// The read side of an [`InterProcessReadWriteLock`], as a [`crate::Lock`].
+#[derive(Clone, Debug)]
+pub struct ReadLock(InterProcessReadWriteLock);
+
+/// The write side of an [`InterProcessReadWriteLock`], as a [`crate::Lock`].
+#[derive(Clone, Debug)]
+pub struct WriteLock(InterProcessReadWriteLock);
+
+#[async_trait::async_trait]
+impl crate::lock::Lock for ReadLock {
+    fn lock_path(&self) -> &str {
+        self.0.path().as_str()
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        self.0.read().await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.0.try_read().await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        self.0.read_timeout(timeout).await
+    }
+    async fn settled(&self) {
+        self.0.settled().await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::lock::Lock for WriteLock {
+    fn lock_path(&self) -> &str {
+        self.0.path().as_str()
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        self.0.write().await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.0.try_write().await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        self.0.write_timeout(timeout).await
+    }
+    async fn settled(&self) {
+        self.0.settled().await
     }
 }

@@ -42,7 +42,7 @@ impl InterProcessSemaphoreMutex {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
-        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(session, path, &options, false)? })
+        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")? })
     }
 
     /// Waits until the lock is held (also when this handle already holds it: that waits).
@@ -95,5 +95,24 @@ impl InterProcessSemaphoreMutex {
     /// Cancel-safe.
     pub async fn settled(&self) {
         self.core.queue.janitor.settled().await
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::lock::Lock for InterProcessSemaphoreMutex {
+    fn lock_path(&self) -> &str {
+        self.core.queue.root.as_str()
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        InterProcessSemaphoreMutex::acquire(self).await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        InterProcessSemaphoreMutex::try_acquire(self).await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        InterProcessSemaphoreMutex::acquire_timeout(self, timeout).await
+    }
+    async fn settled(&self) {
+        InterProcessSemaphoreMutex::settled(self).await
     }
 }

@@ -23,16 +23,24 @@ const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
 
 /// Options for a [`LeaderLatch`].
 #[derive(Clone, Debug, Default)]
+#[must_use]
 pub struct LatchOptions {
     policy: LossPolicy,
     format: NodeFormat,
     acls: Option<std::sync::Arc<[zookeeper_client::Acl]>>,
+    role: Option<std::sync::Arc<str>>,
 }
 
 impl LatchOptions {
     /// The defaults: [`LossPolicy::SuspendedIsLost`], Curator names.
     pub fn new() -> LatchOptions {
         LatchOptions::default()
+    }
+
+    /// The `role` label of this latch's metrics (see [`crate::LockOptions::metrics_role`]).
+    pub fn metrics_role(mut self, role: &str) -> LatchOptions {
+        self.role = Some(std::sync::Arc::from(role));
+        self
     }
 
     /// Whether a suspended connection ends leadership.
@@ -93,6 +101,7 @@ struct Inner {
     marker: &'static str,
     id: String,
     policy: LossPolicy,
+    role: Option<std::sync::Arc<str>>,
     life: Lifecycle,
 }
 
@@ -127,7 +136,7 @@ impl LeaderLatch {
             kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
         };
         let queue = Queue::new(session, root, scheme).with_acls(options.acls.clone());
-        let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, life };
+        let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, role: options.role, life };
         Ok(LeaderLatch { inner: Arc::new(inner) })
     }
 
@@ -259,7 +268,8 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             Err(Error::SessionExpired) => return Err(Error::SessionClosed),
             Err(e) => return Err(e),
         };
-        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor, false, None);
+        let labels = crate::metrics::Labels::new("leader-latch", inner.role.as_ref());
+        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor, false, None, labels);
         let token = hold.fencing_token();
         let mut status = hold.status();
         loop {

@@ -22,6 +22,7 @@ use crate::status::LossPolicy;
 
 /// Options for a [`LeaderSelector`].
 #[derive(Clone, Debug)]
+#[must_use]
 pub struct SelectorOptions {
     id: String,
     auto_requeue: bool,
@@ -29,6 +30,7 @@ pub struct SelectorOptions {
     policy: LossPolicy,
     format: crate::NodeFormat,
     acls: Option<zookeeper_client::Acls<'static>>,
+    role: Option<String>,
 }
 
 impl SelectorOptions {
@@ -41,6 +43,7 @@ impl SelectorOptions {
             policy: LossPolicy::default(),
             format: crate::NodeFormat::default(),
             acls: None,
+            role: None,
         }
     }
 
@@ -67,6 +70,12 @@ impl SelectorOptions {
     /// Curator's lock names (default) or kazoo's.
     pub fn format(mut self, format: crate::NodeFormat) -> SelectorOptions {
         self.format = format;
+        self
+    }
+
+    /// The `role` label of this selector's metrics (see [`crate::LockOptions::metrics_role`]).
+    pub fn metrics_role(mut self, role: &str) -> SelectorOptions {
+        self.role = Some(role.to_string());
         self
     }
 
@@ -217,7 +226,10 @@ impl LeaderSelector {
         if let Some(acls) = options.acls {
             lock_options = lock_options.acls(acls);
         }
-        let core = InterProcessMutex::core(session, path, &lock_options, false)?;
+        if let Some(role) = &options.role {
+            lock_options = lock_options.metrics_role(role);
+        }
+        let core = InterProcessMutex::core(session, path, &lock_options, false, "leader-selector")?;
         let life = Lifecycle::new(path);
         Ok(LeaderSelector {
             inner: Arc::new(Inner {

@@ -147,6 +147,7 @@ impl Session {
         let conn = shared.install(client, 1);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
+        crate::metrics::session(ConnectionState::Connected, 1);
         let task = tokio::spawn(supervisor::run(shared.clone(), conn));
         *lock(&shared.supervisor) = Some(task);
         Ok(Session { handle: Arc::new(Handle { shared }) })
@@ -350,6 +351,7 @@ impl Shared {
     fn publish(&self, state: ConnectionState, generation: u64) {
         let status = SessionStatus { state, generation };
         tracing::info!(connect = %self.connect, ?state, generation, "session state");
+        crate::metrics::session(state, generation);
         self.status.send_replace(status);
         let _ = self.events.send(status);
     }

@@ -1,0 +1,136 @@
+//! [`Lock`]: what every exclusive lock recipe offers, as Curator's `InterProcessLock`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::guard::LockGuard;
+
+/// The common face of the exclusive locks: [`crate::InterProcessMutex`],
+/// [`crate::InterProcessSemaphoreMutex`], both sides of [`crate::InterProcessReadWriteLock`]
+/// ([`crate::ReadLock`], [`crate::WriteLock`]) and [`crate::InterProcessMultiLock`], as
+/// Curator's `InterProcessLock`.
+///
+/// It is object-safe: `Vec<Box<dyn Lock>>` works, and [`crate::InterProcessMultiLock`] takes
+/// any mix of them. Each method has the same errors and cancel safety as the recipe's own
+/// method of that name.
+#[async_trait]
+pub trait Lock: Send + Sync + std::fmt::Debug {
+    /// The lock's path (a multi-lock: its first member's, in acquisition order). Multi-locks
+    /// order their members by it.
+    fn lock_path(&self) -> &str;
+
+    /// Waits until the lock is held.
+    ///
+    /// # Errors
+    /// As the recipe's `acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future leaves no node behind.
+    async fn acquire(&self) -> Result<LockGuard>;
+
+    /// Takes the lock only if it is free now.
+    ///
+    /// # Errors
+    /// As the recipe's `try_acquire`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    async fn try_acquire(&self) -> Result<Option<LockGuard>>;
+
+    /// Waits at most `timeout`.
+    ///
+    /// # Errors
+    /// As the recipe's `acquire_timeout`.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>>;
+
+    /// Resolves once every background cleanup this handle started (dropped acquires, dropped
+    /// guards) has finished.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe.
+    async fn settled(&self);
+}
+
+#[async_trait]
+impl<L: Lock + ?Sized> Lock for Box<L> {
+    fn lock_path(&self) -> &str {
+        (**self).lock_path()
+    }
+    async fn settled(&self) {
+        (**self).settled().await
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        (**self).acquire().await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        (**self).try_acquire().await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        (**self).acquire_timeout(timeout).await
+    }
+}
+
+#[async_trait]
+impl<L: Lock + ?Sized> Lock for Arc<L> {
+    fn lock_path(&self) -> &str {
+        (**self).lock_path()
+    }
+    async fn settled(&self) {
+        (**self).settled().await
+    }
+    async fn acquire(&self) -> Result<LockGuard> {
+        (**self).acquire().await
+    }
+    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        (**self).try_acquire().await
+    }
+    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        (**self).acquire_timeout(timeout).await
+    }
+}
+
+/// [`LockExt::with_lock`] for every [`Lock`], trait objects included.
+pub trait LockExt: Lock {
+    /// Runs `work` under the lock: acquires, hands `work` the fencing token, and releases on
+    /// every exit path. When `work` returns, the lock is released and its result handed back;
+    /// when `work` panics or the future is dropped, the guard's drop releases the lock in the
+    /// background (the panic goes on unwinding).
+    ///
+    /// ```no_run
+    /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
+    /// use zk_recipes::{InterProcessMutex, LockExt};
+    /// let mutex = InterProcessMutex::new(&session, "/locks/report")?;
+    /// let rows = mutex.with_lock(|token| async move { format!("written under token {token}") }).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// The acquire's errors; [`crate::Error::LockLost`] when the lock was lost before `work`
+    /// finished (its result is dropped: it may have overlapped another holder's work; use the
+    /// fencing token where that matters).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future releases the lock (or its half-made node) in the background.
+    fn with_lock<F, Fut, T>(&self, work: F) -> impl Future<Output = Result<T>> + Send
+    where
+        F: FnOnce(u64) -> Fut + Send,
+        Fut: Future<Output = T> + Send,
+        T: Send,
+    {
+        async move {
+            let guard = self.acquire().await?;
+            let out = work(guard.fencing_token()).await;
+            guard.release().await?;
+            Ok(out)
+        }
+    }
+}
+
+impl<L: Lock + ?Sized> LockExt for L {}

@@ -1,0 +1,103 @@
+//! Metrics (issue 17): a recorder installed by the application sees counts that match the work
+//! done, labelled by recipe and role, never by path. One test in this binary: the recorder is
+//! process-wide.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::within;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use zk_recipes::{InterProcessMutex, LockOptions, LockStatus};
+
+type Key = (String, Vec<(String, String)>);
+
+fn snapshot(snapshotter: &metrics_util::debugging::Snapshotter) -> HashMap<Key, DebugValue> {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<(String, String)> =
+                key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
+            labels.sort();
+            ((key.name().to_string(), labels), value)
+        })
+        .collect()
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    v.sort();
+    v
+}
+
+fn counter(snap: &HashMap<Key, DebugValue>, name: &str, pairs: &[(&str, &str)]) -> u64 {
+    match snap.get(&(name.to_string(), labels(pairs))) {
+        Some(DebugValue::Counter(n)) => *n,
+        None => 0,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+fn samples(snap: &HashMap<Key, DebugValue>, name: &str, pairs: &[(&str, &str)]) -> usize {
+    match snap.get(&(name.to_string(), labels(pairs))) {
+        Some(DebugValue::Histogram(v)) => v.len(),
+        None => 0,
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_the_work_done() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().expect("the only recorder in this binary");
+
+    let zk = common::standalone().await;
+    let session = common::session(&zk.connect_string()).await;
+    let admin = common::client(&zk.connect_string()).await;
+    let options = || LockOptions::new().metrics_role("orders");
+    let ours = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
+    let other = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
+
+    // 3 acquisitions, each held and released.
+    for _ in 0..3 {
+        ours.acquire().await.unwrap().release().await.unwrap();
+    }
+    // Busy, timed out, cancelled: while `other` holds.
+    let held = other.acquire().await.unwrap();
+    assert!(ours.try_acquire().await.unwrap().is_none());
+    assert!(ours.acquire_timeout(Duration::from_millis(50)).await.unwrap().is_none());
+    assert!(tokio::time::timeout(Duration::from_millis(50), ours.acquire()).await.is_err());
+    ours.settled().await;
+    // A lost hold: an operator deletes the node.
+    let mut status = held.status();
+    admin.delete(held.node_path(), None).await.unwrap();
+    within("lost", status.wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
+    drop(held);
+    other.settled().await;
+
+    let snap = snapshot(&snapshotter);
+    let role = [("recipe", "mutex"), ("role", "orders")];
+    let outcome = |o: &'static str| [("recipe", "mutex"), ("role", "orders"), ("outcome", o)];
+    assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("acquired")), 4, "{snap:#?}");
+    assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("busy")), 1);
+    assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("timeout")), 1);
+    assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("cancelled")), 1);
+    assert_eq!(samples(&snap, "zk_recipes_acquire_wait_seconds", &role), 4);
+    assert_eq!(samples(&snap, "zk_recipes_hold_seconds", &role), 4, "three releases and one lost hold let go");
+    assert_eq!(
+        counter(&snap, "zk_recipes_holds_lost_total", &[("recipe", "mutex"), ("role", "orders"), ("cause", "node_deleted")]),
+        1
+    );
+    // One sample per node that joined a queue.
+    assert_eq!(samples(&snap, "zk_recipes_queue_length_at_join", &role), 7);
+    assert!(counter(&snap, "zk_recipes_session_transitions_total", &[("state", "connected")]) >= 1);
+    // No label carries a path.
+    for ((name, labels), _) in &snap {
+        assert!(labels.iter().all(|(_, v)| !v.contains('/')), "{name} {labels:?}");
+    }
+}
