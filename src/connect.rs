@@ -158,8 +158,8 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Cl
     };
     match tokio::time::timeout(bound, connecting).await {
         Ok(Ok(client)) => Ok(client),
-        Ok(Err(source)) => Err(Error::Connect { connect: shown.to_string(), source }),
-        Err(_) => Err(Error::Connect { connect: shown.to_string(), source: ZkError::Timeout }),
+        Ok(Err(source)) => Err(Error::Connect { connect: shown.to_string(), source: source.into() }),
+        Err(_) => Err(Error::Connect { connect: shown.to_string(), source: ZkError::Timeout.into() }),
     }
 }
 

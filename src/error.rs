@@ -87,7 +87,7 @@ pub enum Error {
         connect: String,
         /// What the client reported.
         #[source]
-        source: zookeeper_client::Error,
+        source: ClientError,
     },
 
     /// TLS settings that cannot work: an unreadable or empty PEM file, a certificate without
@@ -213,8 +213,46 @@ pub enum Error {
         path: String,
         /// The client's error.
         #[source]
-        source: zookeeper_client::Error,
+        source: ClientError,
     },
+}
+
+/// An error reported by the `zookeeper-client` crate, kept opaque so that this crate's API does
+/// not change when that crate does. Its message says what happened;
+/// [`ClientError::as_zookeeper_client`] gives the underlying error (the escape hatch: its type
+/// follows `zookeeper-client`'s versions).
+#[derive(Clone, Debug)]
+pub struct ClientError(zookeeper_client::Error);
+
+impl ClientError {
+    /// The underlying `zookeeper_client` error.
+    pub fn as_zookeeper_client(&self) -> &zookeeper_client::Error {
+        &self.0
+    }
+
+    /// Whether the request's outcome is unknown because the connection failed (see
+    /// [`is_connection_loss`]).
+    pub fn is_connection_loss(&self) -> bool {
+        is_connection_loss(&self.0)
+    }
+}
+
+impl From<zookeeper_client::Error> for ClientError {
+    fn from(e: zookeeper_client::Error) -> ClientError {
+        ClientError(e)
+    }
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 /// This crate's result type.
@@ -236,7 +274,7 @@ impl Error {
             Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved => Error::SessionExpired,
             source if is_connection_loss(&source) => Error::ConnectionLoss { op, path: path.to_string() },
             Zk::NoAuth | Zk::AuthFailed => Error::NoAuth { op, path: path.to_string() },
-            source => Error::ZooKeeper { op, path: path.to_string(), source },
+            source => Error::ZooKeeper { op, path: path.to_string(), source: ClientError(source) },
         }
     }
 

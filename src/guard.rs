@@ -342,7 +342,7 @@ impl<'a> FencedWriter<'a> {
             CheckWriteError::CheckFailed { .. } => Error::LockLost { path: lock.to_string() },
             CheckWriteError::RequestFailed { source } => Error::from_zk("fenced multi", lock, source),
             CheckWriteError::OperationFailed { index, source } => {
-                Error::ZooKeeper { op: "fenced multi", path: format!("{lock} (operation {index})"), source }
+                Error::ZooKeeper { op: "fenced multi", path: format!("{lock} (operation {index})"), source: source.into() }
             }
         })
     }

@@ -1,17 +1,77 @@
-//! ZooKeeper coordination recipes: a fair, herd-free, reentrant [`InterProcessMutex`] with
-//! fencing tokens and a lost-lock signal, on one queue engine that every recipe shares.
+#![warn(missing_docs)]
+//! ZooKeeper coordination recipes for async Rust: a fair, herd-free mutex with fencing tokens,
+//! leader election, a read/write lock, a semaphore and a multi-lock, on one queue engine, all
+//! built from one self-healing [`Session`].
 //!
-//! Every contender creates an EPHEMERAL_SEQUENTIAL node under the lock path, named the Curator
-//! way (`_c_<uuid>-lock-<seq>`), and watches only the node ahead of it. Locks are released when
-//! the holder releases, drops its guard, or its session ends.
+//! ```no_run
+//! use std::time::Duration;
+//! use zk_recipes::{InterProcessMutex, LockStatus, Session};
 //!
-//! Safety beyond the classic recipe:
-//! * the holder is told when it may have lost the lock ([`LockGuard::status`], [`LockGuard::lost`]);
-//! * every hold has a fencing token ([`LockGuard::fencing_token`]) and can make fenced writes
-//!   ([`LockGuard::fenced_writer`]);
-//! * a dropped acquire future never leaves a node behind;
-//! * a connection loss during create is recovered by the protection prefix, and a node from
-//!   another (older) session is never taken for ours.
+//! # async fn demo() -> zk_recipes::Result<()> {
+//! // One session per process: it starts a new ZooKeeper session by itself after an expiry.
+//! let session = Session::connect("zk1:2181,zk2:2181,zk3:2181", Duration::from_secs(10)).await?;
+//!
+//! // A lock per resource; acquiring waits in a FIFO queue, watching only the node ahead.
+//! let mutex = InterProcessMutex::new(&session, "/locks/stock/sku-42")?;
+//! let guard = mutex.acquire().await?;
+//!
+//! // The fencing token grows from holder to holder: the resource refuses older ones.
+//! let token = guard.fencing_token();
+//!
+//! // A fenced write commits only while our lock node exists.
+//! let mut write = guard.fenced_writer()?;
+//! write.add_set_data("/stock/sku-42", format!("41 by {token}").as_bytes(), None)?;
+//! write.commit().await?;
+//!
+//! // The holder is told when it may have lost the lock (suspension, expiry, deletion).
+//! assert_eq!(guard.current_status(), LockStatus::Held);
+//! guard.release().await?;
+//! session.close().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Recipes
+//!
+//! | recipe | Curator's name | what it admits |
+//! |---|---|---|
+//! | [`InterProcessMutex`] | `InterProcessMutex` | one holder; reentrant through [`LockGuard::reenter`] |
+//! | [`InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one holder, not reentrant |
+//! | [`InterProcessReadWriteLock`] | `InterProcessReadWriteLock` | many readers or one writer, writer-preferring, downgrade |
+//! | [`InterProcessSemaphore`] | `InterProcessSemaphoreV2` | up to N leases, weighted, FIFO |
+//! | [`InterProcessMultiLock`] | `InterProcessMultiLock` | all of several [`Lock`]s, or none |
+//! | [`LeaderLatch`] | `LeaderLatch` | the first in line leads |
+//! | [`LeaderSelector`] | `LeaderSelector` | runs your task while you lead |
+//! | [`request_revocation`] | `Revoker` | asks a holder to let go |
+//!
+//! The exclusive locks share the [`Lock`] trait (Curator's `InterProcessLock`), with
+//! [`LockExt::with_lock`]. Node names follow Curator's, so these recipes share paths with
+//! Curator's (and, with [`NodeFormat::Kazoo`], with kazoo's).
+//!
+//! # The safety model
+//!
+//! A ZooKeeper lock is only as good as its holder's knowledge that it still holds it. Every
+//! hold has a status ([`LockGuard::status`], [`LockGuard::lost`]): it is `Suspended` while the
+//! connection is down and `Lost` once the session expired or the node was deleted. The server
+//! can expire a session, and grant the lock to someone else, one negotiated timeout after the
+//! last request it received from us: [`LockGuard::safe_until`] is that instant, and anything
+//! that must not overlap the next holder must stop before it. A process can still be paused
+//! past it (a GC pause, a frozen VM); only the resource can refuse a stale holder, which is
+//! what the fencing token ([`LockGuard::fencing_token`], the node's `czxid`) is for. A
+//! [`Session`] outlives expiry: holds taken in an expired session stay lost, while waiters and
+//! elections queue again on the new session by themselves. See [`ConnectionState`] for the
+//! states and their Curator equivalents.
+//!
+//! # More
+//!
+//! The README covers the quick start, "Sessions and failures" (what every recipe does in each
+//! connection state), "Safety under faults", interop with Curator and kazoo, the `zklock`
+//! command-line tool, security (ACLs, TLS), metrics and the benchmarks. Metrics go through the
+//! [`metrics`](https://docs.rs/metrics) facade (names and labels: see the README's Metrics
+//! section); tracing spans carry the path, node, fencing token and session generation.
+//!
+//! The raw `zookeeper_client` crate is re-exported for the one escape hatch,
+//! [`Session::client`], and for the types it shares with the recipes (ACLs, create options):
+//! its types follow that crate's versions, not ours.
 
 mod connect;
 mod error;
@@ -39,7 +99,7 @@ mod status;
 mod tls;
 
 pub use connect::ConnectOptions;
-pub use error::{is_connection_loss, Error, PathError, Result};
+pub use error::{is_connection_loss, ClientError, Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
 pub use leader::{

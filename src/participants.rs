@@ -7,6 +7,7 @@ use crate::queue::{Admission, Decision, Queue};
 
 /// One contender in a queue, as `participants()` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Participant {
     /// Position in the queue, 0 first.
     pub position: usize,

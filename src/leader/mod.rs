@@ -9,6 +9,7 @@ pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions, TermEnded
 
 /// Whether we lead, and with which fencing token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Leadership {
     /// We lead. The token is the `czxid` of our node: strictly greater than any earlier leader's.
     Leader {

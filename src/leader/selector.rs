@@ -160,6 +160,7 @@ pub enum TermOutcome {
 
 /// The end of one term.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TermEnded {
     /// The term's fencing token.
     pub fencing_token: u64,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 /// What one handle's queue work has cost so far. Diagnostics for herd and cost checks; a
 /// snapshot, cheap to take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct QueueStats {
     /// Nodes created (one per acquisition that reached ZooKeeper).
     pub creates: u64,

@@ -47,6 +47,7 @@ impl ConnectionState {
 
 /// A state and the session generation it belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct SessionStatus {
     /// The connection state.
     pub state: ConnectionState,
