@@ -8,11 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch, OwnedMutexGuard};
-use zookeeper_client::{Client, Error as ZkError, EventType, SessionState};
+use zookeeper_client::{Client, Error as ZkError, SessionState};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, PendingEvent};
+use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, OwnEvent, PendingEvent};
 use crate::session::Conn;
 use crate::status::{LockStatus, LossPolicy};
 
@@ -306,20 +306,20 @@ async fn monitor(
             next = states.changed() => state = next,
             event = own_event(&mut own) => {
                 let released = releasing.load(Ordering::SeqCst);
-                match event.event_type {
-                    EventType::NodeDeleted if released => return,
-                    EventType::NodeDeleted => {
+                match event {
+                    OwnEvent::Deleted if released => return,
+                    OwnEvent::Deleted => {
                         lose("node_deleted");
                         return;
                     }
-                    EventType::Session => {
+                    OwnEvent::Session(_) => {
                         lose("session_expired");
                         return;
                     }
                     // The data changed: a revocation request, or something else. Re-arm and look.
-                    _ => match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
+                    OwnEvent::Changed => match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
                         Ok((data, _, watcher)) => {
-                            own = Some(Box::pin(watcher.changed()));
+                            own = Some(Box::pin(async move { watcher.changed().await.into() }));
                             if data == REVOKE && !revoked {
                                 revoked = true;
                                 tracing::info!(node = %path, "revocation requested");

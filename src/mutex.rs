@@ -78,6 +78,8 @@ impl InterProcessMutex {
     ) -> Result<LockCore> {
         let queue = Queue::new(session, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
             .with_acls(options.acls.clone());
+        let mut queue = queue;
+        queue.watch_own = options.revocable;
         let marker = options.format.marker(LOCK_MARKER);
         let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant, exclusive: true };
         Ok(LockCore::new(queue, spec, options))

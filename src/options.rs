@@ -16,6 +16,7 @@ pub struct LockOptions {
     pub(crate) format: NodeFormat,
     pub(crate) acls: Option<Arc<[Acl]>>,
     pub(crate) role: Option<Arc<str>>,
+    pub(crate) revocable: bool,
 }
 
 impl LockOptions {
@@ -48,6 +49,19 @@ impl LockOptions {
     /// ours alone: nobody else can delete them or set `__REVOKE__` on them.
     pub fn acls(mut self, acls: Acls<'_>) -> LockOptions {
         self.acls = Some(Arc::from(acls.to_vec()));
+        self
+    }
+
+    /// Makes the holder watch its own node, as Curator's `makeRevocable()`: it then sees
+    /// [`crate::LockStatus::RevocationRequested`] when someone asks it to release
+    /// ([`crate::request_revocation`], `zklock revoke`), and [`crate::LockStatus::Lost`] at once
+    /// when someone deletes its node (`zklock break`). The watch costs one request per
+    /// acquisition (sent with the create, never waited for) and one event at release; without
+    /// it (the default) an uncontended acquire costs only the create and the listing, and a
+    /// deletion by someone else shows at release ([`crate::Error::LockLost`]) and in fenced
+    /// writes. Session loss is reported either way.
+    pub fn revocable(mut self, revocable: bool) -> LockOptions {
+        self.revocable = revocable;
         self
     }
 

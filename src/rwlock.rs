@@ -101,8 +101,9 @@ impl InterProcessReadWriteLock {
         options: LockOptions,
     ) -> Result<InterProcessReadWriteLock> {
         let format = options.format;
-        let queue = Queue::new(session, LockPath::new(path)?, RW_SCHEME.in_format(format))
+        let mut queue = Queue::new(session, LockPath::new(path)?, RW_SCHEME.in_format(format))
             .with_acls(options.acls.clone());
+        queue.watch_own = options.revocable;
         let rule: Arc<dyn Admission> = Arc::new(RwRule);
         let spec = |recipe, marker, exclusive| LockSpec {
             recipe,

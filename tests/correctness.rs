@@ -65,12 +65,15 @@ async fn tasks_sharing_one_mutex_handle_exclude_each_other() {
             }
         })
     };
+    let shared = mutex.clone();
     let overlap = contend(8, 5, move || {
-        let mutex = mutex.clone();
+        let mutex = shared.clone();
         async move { mutex.acquire().await.unwrap() }
     })
     .await;
     watcher.abort();
+    // The last guard was dropped: its release runs in the background.
+    mutex.settled().await;
     assert_eq!(overlap.violations(), 0, "tasks on one handle entered together");
     assert_eq!(overlap.entries(), 40);
     // One node per handle at a time, plus the previous holder's while its delete is in flight
@@ -277,7 +280,8 @@ async fn a_revocation_request_made_while_waiting_is_delivered_once_holding() {
     let session = common::session(&zk.connect_string()).await;
     let holder = InterProcessMutex::new(&session, "/c/revoke-wait").unwrap();
     let held = holder.acquire().await.unwrap();
-    let waiter = InterProcessMutex::new(&session, "/c/revoke-wait").unwrap();
+    let revocable = zk_recipes::LockOptions::new().revocable(true);
+    let waiter = InterProcessMutex::with_options(&session, "/c/revoke-wait", revocable).unwrap();
     let waiting = tokio::spawn(async move { waiter.acquire().await.unwrap() });
     let admin = admin(&zk.connect_string()).await;
     common::eventually("the waiter to queue", || async { children(&admin, "/c/revoke-wait").await.len() == 2 })

@@ -59,7 +59,8 @@ async fn metrics_count_the_work_done() {
     let zk = common::standalone().await;
     let session = common::session(&zk.connect_string()).await;
     let admin = common::client(&zk.connect_string()).await;
-    let options = || LockOptions::new().metrics_role("orders");
+    // Revocable: the holder watches its node, so an operator's delete shows as a lost hold.
+    let options = || LockOptions::new().metrics_role("orders").revocable(true);
     let ours = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
     let other = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
 

@@ -220,7 +220,9 @@ impl LeaderSelector {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
+        // An election watches its own node: leadership ends the moment it is deleted.
         let mut lock_options = LockOptions::new()
+            .revocable(true)
             .participant_id(options.id.clone())
             .loss_policy(options.policy)
             .format(options.format);

@@ -17,8 +17,54 @@ use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::Conn;
 
+/// What the data watch on our own node reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwnEvent {
+    /// Our node is gone.
+    Deleted,
+    /// Its data changed (a revocation request?): read it again.
+    Changed,
+    /// The session ended.
+    Session(zookeeper_client::SessionState),
+}
+
+impl From<WatchedEvent> for OwnEvent {
+    fn from(event: WatchedEvent) -> OwnEvent {
+        match event.event_type {
+            zookeeper_client::EventType::NodeDeleted => OwnEvent::Deleted,
+            zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
+            _ => OwnEvent::Changed,
+        }
+    }
+}
+
 /// A watch event still to come, boxed so that it can be polled across loop iterations.
-pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = WatchedEvent> + Send>>;
+pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
+
+/// Sets the data watch on our node at `path` without waiting for the answer: the request is
+/// sent now, and the returned event resolves once the watch fires (or at once, if the node is
+/// gone or already carries a revocation request).
+pub(crate) fn watch_own_node(client: &Client, path: &str) -> PendingEvent {
+    let (client, path) = (client.clone(), path.to_string());
+    let reply = tokio::spawn(async move {
+        match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
+            Ok((data, _, watcher)) if data != crate::hold::REVOKE => Ok(watcher),
+            Ok(_) => Err(OwnEvent::Changed),
+            Err(ZkError::NoNode) => Err(OwnEvent::Deleted),
+            Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => {
+                Err(OwnEvent::Session(zookeeper_client::SessionState::Expired))
+            }
+            Err(_) => Err(OwnEvent::Changed),
+        }
+    });
+    Box::pin(async move {
+        match reply.await {
+            Ok(Ok(watcher)) => watcher.changed().await.into(),
+            Ok(Err(event)) => event,
+            Err(_) => OwnEvent::Changed,
+        }
+    })
+}
 
 /// A create in flight, identified by its protection prefix.
 pub(crate) struct PendingCreate {
@@ -153,7 +199,7 @@ impl Entry {
     pub async fn watch_self(&mut self) -> Result<()> {
         match retry::on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
             Ok((data, _, watcher)) => {
-                self.own_event = Some(Box::pin(watcher.changed()));
+                self.own_event = Some(Box::pin(async move { watcher.changed().await.into() }));
                 if data == crate::hold::REVOKE {
                     self.revoke_requested = true;
                 }

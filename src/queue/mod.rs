@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
-pub(crate) use self::entry::{delete_quietly, Entry, PendingCreate, PendingEvent};
+pub(crate) use self::entry::{delete_quietly, Entry, OwnEvent, PendingCreate, PendingEvent};
 pub(crate) use self::janitor::Janitor;
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
@@ -89,6 +89,11 @@ pub(crate) struct Queue {
     /// The data the root must carry (a semaphore's maximum): the root is created with it, and
     /// every acquire checks it once its node is in ([`Queue::verify_root`]).
     pub root_data: Option<Arc<[u8]>>,
+    /// Whether our nodes carry a data watch (elections and revocable locks): it reports their
+    /// deletion by someone else and revocation requests, and lets a waiter whose predecessor
+    /// was the head proceed without listing again. Without it, a waiter lists again after every
+    /// wake-up, and an uncontended acquire costs only the create and the listing.
+    pub watch_own: bool,
 }
 
 impl std::fmt::Debug for Queue {
@@ -115,6 +120,7 @@ impl Queue {
             janitor: Janitor::default(),
             counters: Arc::default(),
             root_data: None,
+            watch_own: true,
         }
     }
 
@@ -245,19 +251,14 @@ impl Queue {
                     );
                     entry.data = data.to_vec();
                     pending.disarm();
-                    let own = client.get_and_watch_data(&entry.path);
+                    if self.watch_own {
+                        // Pipelined, not awaited: the holder's monitor (or the wait) takes it over.
+                        entry.own_event = Some(entry::watch_own_node(client, &entry.path));
+                    }
                     let children = match listing.await {
                         Ok(children) => children,
                         Err(_) => self.list_on(conn).await?,
                     };
-                    match own.await {
-                        Ok((data, _, watcher)) => {
-                            entry.own_event = Some(Box::pin(watcher.changed()));
-                            entry.revoke_requested = data == crate::hold::REVOKE;
-                        }
-                        Err(ZkError::NoNode) => return Err(entry.gone()),
-                        Err(_) => entry.watch_self().await?,
-                    }
                     return Ok((entry, children));
                 }
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
@@ -283,7 +284,9 @@ impl Queue {
                     let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
                     entry.data = data.to_vec();
                     pending.disarm();
-                    entry.watch_self().await?;
+                    if self.watch_own {
+                        entry.watch_self().await?;
+                    }
                     let children = self.list_on(conn).await?;
                     return Ok((entry, children));
                 }
@@ -341,7 +344,10 @@ impl Queue {
             };
             tracing::debug!(position = me, watching = watched.len(), "waiting");
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
-            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
+            // Only while our own node is watched: else its deletion by someone else would go
+            // unnoticed, and we would take the lock without a node.
+            let own_watched = entry.own_event.is_some();
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted, true) = (decision, woke, own_watched) {
                 self.counters.bump(Count::RelistSaved);
                 tracing::debug!("node ahead was the head: admitted without listing again");
                 return Ok(());
@@ -422,10 +428,10 @@ impl Queue {
                     // look again.
                     _ => Ok(Woke::Changed),
                 },
-                event = own_event(&mut entry.own_event) => match event.event_type {
-                    EventType::NodeDeleted => return Err(entry.gone()),
-                    EventType::Session => return Err(session_error(event.session_state)),
-                    _ => entry.watch_self().await?,
+                event = own_event(&mut entry.own_event) => match event {
+                    OwnEvent::Deleted => return Err(entry.gone()),
+                    OwnEvent::Session(state) => return Err(session_error(state)),
+                    OwnEvent::Changed => entry.watch_self().await?,
                 },
             }
         }
@@ -442,7 +448,7 @@ enum Woke {
 }
 
 /// Awaits the own-node watch event, if one is armed; clears the slot once it fires.
-pub(crate) async fn own_event(slot: &mut Option<PendingEvent>) -> zookeeper_client::WatchedEvent {
+pub(crate) async fn own_event(slot: &mut Option<PendingEvent>) -> OwnEvent {
     match slot {
         Some(event) => {
             let fired = event.as_mut().await;
