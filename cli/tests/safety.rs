@@ -117,7 +117,11 @@ async fn partition_4s_a_stops_before_b_starts() {
 
 /// A command whose grandchild ignores SIGTERM: `sh` starts it in the background and waits.
 fn with_stubborn_grandchild(gpid: &Path) -> String {
-    format!("sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 60' & wait", gpid.display())
+    // Its stdio is not the pipes of zklock's, so that nothing but the process itself is waited for.
+    format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 3600 </dev/null >/dev/null 2>&1' & wait",
+        gpid.display()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,6 +136,7 @@ async fn on_a_loss_the_whole_group_is_killed_grandchildren_too() {
         .spawn()
         .unwrap();
     let grandchild = pid_in(&gpid).await;
+    let _reaper = Reaper(grandchild);
     proxy.blackhole();
     let out = finish(run).await;
     proxy.heal();
@@ -149,6 +154,7 @@ async fn signal_to_holder_stops_the_group(signal: &str, code: i32) {
         .spawn()
         .unwrap();
     let grandchild = pid_in(&gpid).await;
+    let _reaper = Reaper(grandchild);
     kill(signal, run.id());
     let out = finish(run).await;
     assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
@@ -172,13 +178,17 @@ async fn background_jobs_left_by_the_command_are_stopped_before_release() {
     let dir = tempfile::tempdir().unwrap();
     let gpid = dir.path().join("gpid");
     // The command exits at once, leaving a job that ignores SIGTERM.
-    let script = format!("sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 60' & sleep 0.2", gpid.display());
+    let script = format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {}; exec sleep 3600 </dev/null >/dev/null 2>&1' & sleep 0.2",
+        gpid.display()
+    );
     let out = zklock(&zk.connect_string())
         .args(["run", "--grace", "300ms", "/locks/bg", "-c", &script])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let grandchild = pid_in(&gpid).await;
+    let _reaper = Reaper(grandchild);
     assert!(!running(grandchild), "a background job outlived the lock");
 }
 
@@ -187,9 +197,10 @@ async fn the_command_gets_sigkill_when_zklock_is_killed() {
     let zk = ZkCluster::standalone().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pid = dir.path().join("pid");
-    let script = format!("trap '' TERM; echo $$ > {}; exec sleep 60", pid.display());
+    let script = format!("trap '' TERM; echo $$ > {}; exec sleep 3600", pid.display());
     let mut run = zklock(&zk.connect_string()).args(["run", "/locks/pdeath", "-c", &script]).spawn().unwrap();
     let child = pid_in(&pid).await;
+    let _reaper = Reaper(child);
     run.kill().unwrap(); // SIGKILL: zklock can do nothing more
     let _ = run.wait();
     eventually("the command ends with zklock", || !running(child)).await;

@@ -69,3 +69,15 @@ pub async fn pid_in(file: &Path) -> u32 {
     eventually("a pid file", || lines(file).first().is_some_and(|l| l.trim().parse::<u32>().is_ok())).await;
     lines(file)[0].trim().parse().unwrap()
 }
+
+/// SIGKILLs a process the test made (through zklock) when dropped, so that a failed assertion
+/// leaves nothing running.
+pub struct Reaper(pub u32);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if running(self.0) {
+            let _ = Command::new("kill").args(["-KILL", &self.0.to_string()]).status();
+        }
+    }
+}
