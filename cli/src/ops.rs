@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use serde::Serialize;
-use zk_recipes::zookeeper_client::Error as ZkError;
+use zk_recipes::zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
 use zk_recipes::{NodeFormat, Participant};
 
 use crate::exit::{self, Failure};
@@ -124,6 +124,19 @@ pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> 
     Ok(0)
 }
 
+/// A one-shot watch on the children of `path`, or on its creation if it does not exist.
+async fn watch_children(client: &Client, path: &str) -> Result<OneshotWatcher, Failure> {
+    let failed = |e| -> Failure { zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into() };
+    match client.list_and_watch_children(path).await {
+        Ok((_, watcher)) => Ok(watcher),
+        Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
+            Ok((_, watcher)) => Ok(watcher),
+            Err(e) => Err(failed(e)),
+        },
+        Err(e) => Err(failed(e)),
+    }
+}
+
 #[derive(Serialize, PartialEq)]
 struct Leader {
     path: String,
@@ -143,7 +156,10 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
     let client = conn.raw();
     let latch = zk::latch(conn, path, "zklock-observe", format)?;
     let mut last: Option<Leader> = None;
+    // Arm the children watch *before* listing, so that a node arriving in between is seen.
+    let mut arm_children = true;
     loop {
+        let children = if arm_children { Some(watch_children(&client, path).await?) } else { None };
         let queue = latch.participants().await?;
         let first = queue.iter().find(|p| p.is_holder);
         let now = Leader {
@@ -165,25 +181,25 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
                 }
             }
             let _ = std::io::stdout().flush();
-            last = Some(now);
         }
-        let watcher = match &last.as_ref().and_then(|l| l.node.clone()) {
-            Some(node) => match client.check_and_watch_stat(node).await {
-                Ok((Some(_), watcher)) => watcher,
-                Ok((None, _)) => continue,
-                Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node.clone(), source: e }.into()),
-            },
-            None => match client.list_and_watch_children(path).await {
-                Ok((_, watcher)) => watcher,
-                Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
-                    Ok((Some(_), _)) => continue,
-                    Ok((None, watcher)) => watcher,
-                    Err(e) => {
-                        return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into())
-                    }
-                },
-                Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into()),
-            },
+        let leader_node = now.node.clone();
+        last = Some(now);
+        let watcher = match (leader_node, children) {
+            // The leader's node goes (or its data changes): list again. Newcomers queue
+            // behind it and change nothing.
+            (Some(node), _) => {
+                arm_children = false;
+                match client.check_and_watch_stat(&node).await {
+                    Ok((Some(_), watcher)) => watcher,
+                    Ok((None, _)) => continue,
+                    Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node, source: e }.into()),
+                }
+            }
+            (None, Some(watcher)) => watcher,
+            (None, None) => {
+                arm_children = true;
+                continue;
+            }
         };
         tokio::select! {
             _ = watcher.changed() => {}

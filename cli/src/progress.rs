@@ -70,8 +70,12 @@ impl Progress {
         }
         tokio::pin!(waiting);
         let mut last = String::new();
+        // Until our node shows up, a children watch is armed *before* each listing, so that
+        // a node arriving in between is seen.
+        let mut arm_children = true;
         loop {
             let watching = async {
+                let children = if arm_children { watch_children(&client, path).await } else { None };
                 let Ok(queue) = list().await else {
                     // Cannot read the queue (connection trouble): show nothing more; the
                     // acquire reports real errors.
@@ -91,8 +95,13 @@ impl Progress {
                 }
                 let watchers = match at {
                     // Our node is not there yet: wake when the children change.
-                    None => watch_children(&client, path).await.into_iter().collect::<Vec<_>>(),
+                    None if children.is_some() => children.into_iter().collect::<Vec<_>>(),
+                    None => {
+                        arm_children = true;
+                        return;
+                    }
                     Some(at) => {
+                        arm_children = false;
                         let mut nodes = vec![queue.first().map(|p| p.node.clone())];
                         nodes.push(at.checked_sub(1).map(|i| queue[i].node.clone()));
                         let mut nodes: Vec<String> = nodes.into_iter().flatten().collect();
