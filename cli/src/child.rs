@@ -26,6 +26,9 @@ pub enum Ended {
     Exited(u8),
     /// The lock was lost; the group was stopped.
     Lost,
+    /// No reply from ZooKeeper vouched for the safe window any more, though the client had not
+    /// noticed a loss; the group was stopped (the watchdog).
+    WindowSpent,
 }
 
 /// Whether zklock owns the terminal's foreground now (so the command must get it, or it would
@@ -174,6 +177,7 @@ pub async fn supervise(
     let mut contact = safety.contact.clone();
     tokio::pin!(lost, revoked);
     let mut lost_at: Option<Instant> = None;
+    let mut window_spent = false;
     let mut revoke_sent = false;
     let mut kill_timer: Option<Instant> = None;
     let far = || Instant::now() + Duration::from_secs(86_400 * 365);
@@ -196,6 +200,7 @@ pub async fn supervise(
             _ = tokio::time::sleep_until(watchdog.unwrap_or_else(far).into()), if lost_at.is_none() && watchdog.is_some() => {
                 // Nobody told us, but the window is spent: treat it as lost, and kill now.
                 lost_at = Some(Instant::now());
+                window_spent = true;
                 group.signal(libc::SIGTERM);
                 arm(&mut kill_timer, Instant::now());
             }
@@ -225,5 +230,9 @@ pub async fn supervise(
         None => deadline::kill_at(Instant::now(), safety.grace, (safety.safe_until)(), safety.margin),
     };
     group.stop_leftovers(kill_by).await;
-    Ok(if lost_at.is_some() { Ended::Lost } else { Ended::Exited(code) })
+    Ok(match (lost_at, window_spent) {
+        (Some(_), true) => Ended::WindowSpent,
+        (Some(_), false) => Ended::Lost,
+        (None, _) => Ended::Exited(code),
+    })
 }

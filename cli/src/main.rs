@@ -440,6 +440,7 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
             exit::LOST,
             format!("lost the lock on {path} while the command ran; stopped it"),
         )),
+        (Ended::WindowSpent, _) => Err(window_spent(path)),
         (Ended::Exited(_), Err(zk_recipes::Error::LockLost { .. })) => Err(Failure::new(
             exit::LOST,
             format!("the lock on {path} was lost before the command ended; it may have run unprotected"),
@@ -558,8 +559,19 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
             exit::LOST,
             format!("lost leadership of {} while the command ran; stopped it", args.electpath),
         )),
+        Ended::WindowSpent => Err(window_spent(&args.electpath)),
         Ended::Exited(code) => Ok(code),
     }
+}
+
+fn window_spent(path: &str) -> Failure {
+    Failure::new(
+        exit::LOST,
+        format!(
+            "no reply from ZooKeeper vouched for holding {path} any more (the session's safe window \
+             ran out); stopped the command"
+        ),
+    )
 }
 
 /// Parses the arguments. Every usage error is one line on stderr and exit 64 (EX_USAGE), not

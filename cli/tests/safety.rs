@@ -296,3 +296,29 @@ fn missing_dashes_before_the_command_is_usage_64_in_one_line() {
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_too_late_to_vouch_for_the_window_stop_the_command() {
+    // Session 4 s, margin 3.5 s: a window of 0.5 s after each confirmed contact. With every
+    // reply 1 s late, the client still hears from the server often enough never to declare the
+    // connection dead, but no contact is ever fresh enough: the watchdog stops the command.
+    let zk = ZkCluster::standalone().await.unwrap();
+    let proxy = zk.proxy().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pid = dir.path().join("pid");
+    let script = format!("trap '' TERM; echo $$ > {}; exec sleep 3600", pid.display());
+    let run = zklock(&proxy.connect_string())
+        .args(["run", "--session-timeout", "4s", "--kill-margin", "3500ms", "/locks/late", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = pid_in(&pid).await;
+    let _reaper = Reaper(child);
+    proxy.set_reply_latency(Duration::from_secs(1));
+    let out = finish(run).await;
+    proxy.set_reply_latency(Duration::ZERO);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(76), "{err}");
+    assert!(err.contains("safe window ran out"), "{err}");
+    assert!(!running(child));
+}
