@@ -92,7 +92,10 @@ mod tests {
 
     #[test]
     fn short_sessions_leave_no_grace() {
-        assert_eq!(best_grace(Duration::from_millis(400), default_margin(Duration::from_millis(400))), Duration::ZERO);
+        assert_eq!(
+            best_grace(Duration::from_millis(400), default_margin(Duration::from_millis(400))),
+            Duration::ZERO
+        );
         assert_eq!(best_grace(Duration::from_secs(10), default_margin(Duration::from_secs(10))), 4 * S);
     }
 }

@@ -582,7 +582,10 @@ fn parse() -> Result<Cli, ExitCode> {
         Err(error) => error,
     };
     use clap::error::ErrorKind as K;
-    if matches!(error.kind(), K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand) {
+    if matches!(
+        error.kind(),
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
         let _ = error.print();
         return Err(if error.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
             ExitCode::from(exit::USAGE)
@@ -592,8 +595,7 @@ fn parse() -> Result<Cli, ExitCode> {
     }
     let rendered = error.to_string();
     // The first paragraph, on one line ("... not provided: <LOCKPATH>").
-    let paragraph: Vec<&str> =
-        rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
+    let paragraph: Vec<&str> = rendered.lines().take_while(|l| !l.trim().is_empty()).map(str::trim).collect();
     let mut line = paragraph.join(" ").trim_start_matches("error: ").to_string();
     if line.is_empty() {
         line = "bad arguments (see zklock --help)".into();
@@ -601,7 +603,8 @@ fn parse() -> Result<Cli, ExitCode> {
     let takes_command = std::env::args().nth(1).is_some_and(|_| {
         std::env::args().skip(1).any(|a| a == "run" || a == "elect") && !std::env::args().any(|a| a == "--")
     });
-    if takes_command && matches!(error.kind(), K::UnknownArgument | K::TooManyValues | K::MissingRequiredArgument)
+    if takes_command
+        && matches!(error.kind(), K::UnknownArgument | K::TooManyValues | K::MissingRequiredArgument)
     {
         line.push_str(" (the command goes after --: zklock run LOCKPATH -- COMMAND [ARGS...], or -c STRING)");
     }
@@ -650,8 +653,15 @@ fn main() -> ExitCode {
             }
             Command::Break(args) => {
                 let conn = cli.connect().await?;
-                ops::break_lock(&conn, &args.lockpath, cli.format(), args.node.as_deref(), args.yes, args.json)
-                    .await
+                ops::break_lock(
+                    &conn,
+                    &args.lockpath,
+                    cli.format(),
+                    args.node.as_deref(),
+                    args.yes,
+                    args.json,
+                )
+                .await
             }
             Command::Completions(_) | Command::Man => Ok(0),
         }

@@ -126,7 +126,8 @@ pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> 
 
 /// A one-shot watch on the children of `path`, or on its creation if it does not exist.
 async fn watch_children(client: &Client, path: &str) -> Result<OneshotWatcher, Failure> {
-    let failed = |e| -> Failure { zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into() };
+    let failed =
+        |e| -> Failure { zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into() };
     match client.list_and_watch_children(path).await {
         Ok((_, watcher)) => Ok(watcher),
         Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
@@ -170,7 +171,8 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
         };
         if last.as_ref() != Some(&now) {
             if json {
-                let line = serde_json::to_string(&now).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
+                let line = serde_json::to_string(&now)
+                    .map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
                 println!("{line}");
             } else {
                 match (&now.leader, &now.node, now.fencing_token) {
@@ -192,7 +194,9 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
                 match client.check_and_watch_stat(&node).await {
                     Ok((Some(_), watcher)) => watcher,
                     Ok((None, _)) => continue,
-                    Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node, source: e }.into()),
+                    Err(e) => {
+                        return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node, source: e }.into())
+                    }
                 }
             }
             (None, Some(watcher)) => watcher,

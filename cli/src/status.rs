@@ -90,10 +90,7 @@ pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Re
         return Ok(());
     }
     if status.queue.is_empty() {
-        println!(
-            "{path}: no lock here, but {} under it (see zklock ls {path}):",
-            status.locks_under.len()
-        );
+        println!("{path}: no lock here, but {} under it (see zklock ls {path}):", status.locks_under.len());
         for under in &status.locks_under {
             println!("  {under}");
         }

@@ -76,7 +76,7 @@ pub enum Wait {
 pub enum Lock {
     Mutex(InterProcessMutex),
     Rw { lock: InterProcessReadWriteLock, read: bool },
-    Limit(InterProcessSemaphore),
+    Limit(Box<InterProcessSemaphore>),
 }
 
 pub fn lock(conn: &Conn, path: &str, kind: Kind, options: LockOptions) -> Result<Lock, Failure> {
@@ -87,7 +87,9 @@ pub fn lock(conn: &Conn, path: &str, kind: Kind, options: LockOptions) -> Result
             lock: InterProcessReadWriteLock::with_options(client, path, options)?,
             read: kind == Kind::Read,
         },
-        Kind::Limit(n) => Lock::Limit(InterProcessSemaphore::with_options(client, path, n, options)?),
+        Kind::Limit(n) => {
+            Lock::Limit(Box::new(InterProcessSemaphore::with_options(client, path, n, options)?))
+        }
     })
 }
 
@@ -144,12 +146,19 @@ fn family(name: &str) -> Option<&'static str> {
 /// Refuses a path that holds another recipe's queue nodes: a mutex, a read/write lock and a
 /// semaphore on one path would not exclude each other. (A check at start, against mistakes; a
 /// contender of another kind arriving later is not seen.)
-pub async fn refuse_other_recipes(conn: &Conn, path: &str, kind: Kind, format: NodeFormat) -> Result<(), Failure> {
+pub async fn refuse_other_recipes(
+    conn: &Conn,
+    path: &str,
+    kind: Kind,
+    format: NodeFormat,
+) -> Result<(), Failure> {
     zk_recipes::LockPath::new(path)?;
     let children = match conn.client.list_children(path).await {
         Ok(children) => children,
         Err(zk_recipes::zookeeper_client::Error::NoNode) => return Ok(()),
-        Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "list", path: path.into(), source: e }.into()),
+        Err(e) => {
+            return Err(zk_recipes::Error::ZooKeeper { op: "list", path: path.into(), source: e }.into())
+        }
     };
     let ours: &[&str] = match (kind, format) {
         (Kind::Mutex, NodeFormat::Kazoo) => &["lock", "read/write lock"],
@@ -158,11 +167,14 @@ pub async fn refuse_other_recipes(conn: &Conn, path: &str, kind: Kind, format: N
         (Kind::Read | Kind::Write, _) => &["read/write lock"],
         (Kind::Limit(_), _) => &["semaphore"],
     };
-    let (ours, hint) = (ours, match kind {
-        Kind::Mutex => "",
-        Kind::Read | Kind::Write => " (--shared/--exclusive)",
-        Kind::Limit(_) => " (--limit)",
-    });
+    let (ours, hint) = (
+        ours,
+        match kind {
+            Kind::Mutex => "",
+            Kind::Read | Kind::Write => " (--shared/--exclusive)",
+            Kind::Limit(_) => " (--limit)",
+        },
+    );
     if let Some(theirs) = children.iter().filter_map(|c| family(c)).find(|f| !ours.contains(f)) {
         let how = match theirs {
             "read/write lock" => "take it with --shared or --exclusive",
@@ -273,7 +285,7 @@ impl Contact {
                 let sent = Instant::now();
                 if client.check_stat("/").await.is_ok() {
                     tx.send_if_modified(|last| {
-                        let newer = last.is_none_or(|t| sent > t);
+                        let newer = last.map_or(true, |t| sent > t);
                         if newer {
                             *last = Some(sent);
                         }

@@ -79,11 +79,15 @@ async fn shared_holders_coexist_and_exclude_a_writer_with_the_conflict_exit_code
     let (r1, _, _o1) = hold(&c, &["--shared", "--id", "r1", "/locks/rw"]);
     let (r2, _, _o2) = hold(&c, &["-s", "--id", "r2", "/locks/rw"]);
     assert_eq!(holders(&c, "/locks/rw"), ["r1", "r2"]);
-    let out = zklock(&c).args(["run", "--exclusive", "--no-wait", "/locks/rw", "--", "true"]).output().unwrap();
+    let out =
+        zklock(&c).args(["run", "--exclusive", "--no-wait", "/locks/rw", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
     let out = zklock(&c).args(["run", "-x", "-n", "-E", "9", "/locks/rw", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(9));
-    let out = zklock(&c).args(["run", "-x", "--timeout", "200ms", "-E", "0", "/locks/rw", "--", "true"]).output().unwrap();
+    let out = zklock(&c)
+        .args(["run", "-x", "--timeout", "200ms", "-E", "0", "/locks/rw", "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "a timeout with -E 0");
     // A plain mutex on a read/write path would not exclude the readers: refused.
     let out = zklock(&c).args(["run", "/locks/rw", "--", "true"]).output().unwrap();
@@ -104,13 +108,16 @@ async fn limit_admits_n_holders() {
     let (b, _, _ob) = hold(&c, &["--limit", "2", "--id", "b", "/locks/sem"]);
     assert_eq!(holders(&c, "/locks/sem"), ["a", "b"]);
     assert_eq!(status(&c, "/locks/sem")["kind"].as_str(), Some("semaphore"));
-    let out = zklock(&c).args(["run", "--limit", "2", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
+    let out =
+        zklock(&c).args(["run", "--limit", "2", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(75), "{}", String::from_utf8_lossy(&out.stderr));
     // Another N on the same path is bad input.
-    let out = zklock(&c).args(["run", "--limit", "3", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
+    let out =
+        zklock(&c).args(["run", "--limit", "3", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
     release(a).await;
-    let out = zklock(&c).args(["run", "--limit", "2", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
+    let out =
+        zklock(&c).args(["run", "--limit", "2", "--no-wait", "/locks/sem", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     release(b).await;
 }
@@ -142,13 +149,17 @@ async fn elect_observe_prints_the_leader_and_each_change() {
     let leaders = || -> Vec<Option<String>> {
         lines(&seen)
             .iter()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["leader"].as_str().map(String::from))
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["leader"].as_str().map(String::from)
+            })
             .collect()
     };
     eventually("no leader yet", || leaders() == [None]).await;
-    let one = zklock(&c).args(["elect", "--id", "one", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();
+    let one =
+        zklock(&c).args(["elect", "--id", "one", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();
     eventually("one leads", || leaders().last() == Some(&Some("one".into()))).await;
-    let two = zklock(&c).args(["elect", "--id", "two", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();
+    let two =
+        zklock(&c).args(["elect", "--id", "two", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();
     eventually("two queued", || queue_len(&c, "/election/obs") == 2).await;
     kill("TERM", one.id());
     finish(one).await;
@@ -170,7 +181,8 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     let (b, _, _ob) = hold(&c, &["--id", "beta", "/app/locks/deep/b"]);
     let waiter = zklock(&c).args(["run", "--id", "gamma", "/app/locks/a", "--", "true"]).spawn().unwrap();
     eventually("gamma queued", || queue_len(&c, "/app/locks/a") == 2).await;
-    let leader = zklock(&c).args(["elect", "--id", "boss", "/app/election", "--", "sleep", "60"]).spawn().unwrap();
+    let leader =
+        zklock(&c).args(["elect", "--id", "boss", "/app/election", "--", "sleep", "60"]).spawn().unwrap();
     eventually("boss leads", || queue_len(&c, "/app/election") == 1).await;
 
     let out = zklock(&c).args(["ls", "--json", "/app"]).output().unwrap();
@@ -179,8 +191,14 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     let summary: Vec<(&str, &str, String, u64)> = found
         .iter()
         .map(|l| {
-            let holders: Vec<&str> = l["holders"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
-            (l["path"].as_str().unwrap(), l["kind"].as_str().unwrap(), holders.join(","), l["queue"].as_u64().unwrap())
+            let holders: Vec<&str> =
+                l["holders"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()).collect();
+            (
+                l["path"].as_str().unwrap(),
+                l["kind"].as_str().unwrap(),
+                holders.join(","),
+                l["queue"].as_u64().unwrap(),
+            )
         })
         .collect();
     assert_eq!(
@@ -194,7 +212,10 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     assert!(found.iter().all(|l| l["age_ms"].as_i64().is_some()));
     let table = zklock(&c).args(["ls", "/app/locks"]).output().unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
-    assert!(table.contains("/app/locks/a") && table.contains("alpha") && !table.contains("election"), "{table}");
+    assert!(
+        table.contains("/app/locks/a") && table.contains("alpha") && !table.contains("election"),
+        "{table}"
+    );
 
     let parent = status(&c, "/app/locks");
     assert_eq!(parent["free"].as_bool(), Some(false), "{parent}");
@@ -277,7 +298,8 @@ async fn revoke_asks_the_holder_to_release() {
     assert_eq!(queue_len(&c, "/locks/rev"), 0);
 
     // `run` passes the request on to its command as SIGTERM; the command decides.
-    let run = zklock(&c).args(["run", "/locks/rev", "--", "sleep", "60"]).stderr(Stdio::piped()).spawn().unwrap();
+    let run =
+        zklock(&c).args(["run", "/locks/rev", "--", "sleep", "60"]).stderr(Stdio::piped()).spawn().unwrap();
     eventually("run holds", || queue_len(&c, "/locks/rev") == 1).await;
     let out = zklock(&c).args(["revoke", "/locks/rev"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("asked"));

@@ -226,7 +226,8 @@ async fn signal_while_waiting_deletes_our_node(signal: &str, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", String::from_utf8_lossy(&out.stderr));
     // At once: no waiting for the session to time out.
     let queue = status(&c, "/locks/wait");
-    let ids: Vec<&str> = queue["queue"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> =
+        queue["queue"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["holder"], "the waiter's node outlived it");
     kill("TERM", holder.id());
     finish(holder).await;
@@ -261,7 +262,8 @@ async fn a_session_too_short_for_any_grace_is_warned_about() {
 async fn progress_follows_the_queue_by_watches() {
     let zk = ZkCluster::standalone().await.unwrap();
     let c = zk.connect_string();
-    let holder = zklock(&c).args(["run", "--id", "h", "/locks/progress", "--", "sleep", "60"]).spawn().unwrap();
+    let holder =
+        zklock(&c).args(["run", "--id", "h", "/locks/progress", "--", "sleep", "60"]).spawn().unwrap();
     eventually("holder", || queue_len(&c, "/locks/progress") == 1).await;
     let middle = zklock(&c).args(["run", "--id", "m", "/locks/progress", "--", "true"]).spawn().unwrap();
     eventually("middle", || queue_len(&c, "/locks/progress") == 2).await;
@@ -285,7 +287,8 @@ async fn progress_follows_the_queue_by_watches() {
 
 #[test]
 fn missing_dashes_before_the_command_is_usage_64_in_one_line() {
-    for args in [&["run", "/locks/x", "sleep", "1"][..], &["elect", "/e", "sleep", "1"], &["run", "/locks/x"]] {
+    for args in [&["run", "/locks/x", "sleep", "1"][..], &["elect", "/e", "sleep", "1"], &["run", "/locks/x"]]
+    {
         let out = Command::new(ZKLOCK).args(args).env("ZK_CONNECT", "127.0.0.1:1").output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
