@@ -65,16 +65,26 @@ pub fn start(argv: &[String], env: &[(&str, String)]) -> Result<Group, Failure> 
     cmd.process_group(0);
     let parent = std::process::id() as libc::pid_t;
     let foreground = terminal_foreground();
-    // SAFETY: only async-signal-safe calls (prctl, getppid, getpid, signal, tcsetpgrp), no
-    // allocation, between fork and exec.
+    // Test hook: widen the fork-to-prctl window, so that the test can kill zklock inside it.
+    let delay = std::env::var("ZKLOCK_TEST_FORK_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok());
+    let delay = delay.map(|ms| libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    });
+    // SAFETY: only async-signal-safe calls (nanosleep, prctl, getppid, getpid, signal,
+    // tcsetpgrp), no allocation, between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(delay) = &delay {
+                libc::nanosleep(delay, std::ptr::null_mut());
+            }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             // zklock died before prctl: nobody would ever stop us. Do not run.
+            // (Exit quietly: there is nobody to report an error to.)
             if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                libc::_exit(127);
             }
             if foreground {
                 set_foreground(libc::getpid());

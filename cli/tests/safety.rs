@@ -325,3 +325,49 @@ async fn replies_too_late_to_vouch_for_the_window_stop_the_command() {
     assert!(err.contains("safe window ran out"), "{err}");
     assert!(!running(child));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_forked_as_zklock_dies_is_never_executed() {
+    // zklock dies between fork and prctl (the test hook widens that window to 2 s): the parent
+    // pid seen after prctl is no longer zklock's, so the command must not run.
+    let zk = ZkCluster::standalone().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let script = format!("echo ran > {}; exec sleep 3600", ran.display());
+    let mut run = zklock(&zk.connect_string())
+        .env("ZKLOCK_TEST_FORK_DELAY_MS", "2000")
+        .args(["run", "/locks/race", "-c", &script])
+        .spawn()
+        .unwrap();
+    let zpid = run.id();
+    // The forked child shows up (it sleeps before prctl); the heartbeat has no child process.
+    eventually("zklock forked", || !children_of(zpid).is_empty()).await;
+    let forked = children_of(zpid)[0];
+    let _reaper = Reaper(forked);
+    run.kill().unwrap();
+    let _ = run.wait();
+    eventually("the forked child gives up", || !running(forked)).await;
+    assert!(!ran.exists(), "the command ran after zklock died");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grandchildren_are_not_reached_when_zklock_is_killed() {
+    // The documented limit: after SIGKILL to zklock, its direct command gets SIGKILL, but the
+    // command's own children get nothing and run on. Only fencing tokens protect against them.
+    let zk = ZkCluster::standalone().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (pid, gpid) = (dir.path().join("pid"), dir.path().join("gpid"));
+    let script = format!(
+        "echo $$ > {}; sh -c 'echo $$ > {}; exec sleep 3600 </dev/null >/dev/null 2>&1' & wait",
+        pid.display(),
+        gpid.display()
+    );
+    let mut run =
+        zklock(&zk.connect_string()).args(["run", "/locks/orphans", "-c", &script]).spawn().unwrap();
+    let (child, grandchild) = (pid_in(&pid).await, pid_in(&gpid).await);
+    let _reapers = (Reaper(child), Reaper(grandchild));
+    run.kill().unwrap();
+    let _ = run.wait();
+    eventually("the command gets SIGKILL", || !running(child)).await;
+    assert!(running(grandchild), "the grandchild was expected to run on (the documented limit)");
+}

@@ -81,3 +81,16 @@ impl Drop for Reaper {
         }
     }
 }
+
+/// The children of `parent`, found by scanning /proc.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|stat| {
+                let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+                rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent)
+            })
+        })
+        .collect()
+}
