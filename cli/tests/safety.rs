@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -370,4 +371,31 @@ async fn grandchildren_are_not_reached_when_zklock_is_killed() {
     let _ = run.wait();
     eventually("the command gets SIGKILL", || !running(child)).await;
     assert!(running(grandchild), "the grandchild was expected to run on (the documented limit)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_the_command_gets_the_foreground_and_can_read_it() {
+    // The command runs in its own process group; on a terminal that group must be made the
+    // foreground one, or reading the terminal would stop it (SIGTTIN). `script` gives zklock a
+    // pseudo-terminal and feeds it our input.
+    if Command::new("script").arg("--version").output().is_err() {
+        panic!("this test needs script(1) from util-linux");
+    }
+    let zk = ZkCluster::standalone().await.unwrap();
+    let inner = format!(
+        "ZK_CONNECT={} {ZKLOCK} run /locks/tty -- sh -c 'read line; echo got:$line'",
+        zk.connect_string()
+    );
+    let mut script = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    script.stdin.as_mut().unwrap().write_all(b"hello\n").unwrap();
+    let out = finish(script).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("got:hello"), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
 }
