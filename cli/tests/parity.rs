@@ -278,6 +278,23 @@ async fn break_deletes_the_holders_node_after_confirmation_and_voids_its_token()
     let out = zklock(&c).args(["break", "--yes", "--node", "nope", "/locks/brk"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
     release(h).await;
+
+    // Several holders: --node picks one.
+    let (r1, _, _o1) = hold(&c, &["--shared", "--id", "r1", "/locks/brk-rw"]);
+    let (r2, _, _o2) = hold(&c, &["--shared", "--id", "r2", "/locks/brk-rw"]);
+    let out = zklock(&c).args(["break", "--yes", "/locks/brk-rw"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("pick one with --node"), "{err}");
+    let rows = status(&c, "/locks/brk-rw");
+    let node = rows["queue"][1]["node"].as_str().unwrap().to_string();
+    let out = zklock(&c).args(["break", "--yes", "--node", &node, "/locks/brk-rw"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("held by r2"));
+    assert_eq!(holders(&c, "/locks/brk-rw"), ["r1"]);
+    let out = finish(r2).await;
+    assert_eq!(out.status.code(), Some(76), "{}", String::from_utf8_lossy(&out.stderr));
+    release(r1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
