@@ -6,7 +6,7 @@ use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::deadline;
 use crate::exit::{self, Failure};
@@ -158,6 +158,40 @@ impl Drop for Group {
     }
 }
 
+/// SIGINT and SIGTERM, caught from before our queue node exists (then passed on to the
+/// command by [`supervise`]), so that none is lost in between.
+pub struct Stops {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Stops {
+    pub fn new() -> Result<Stops, Failure> {
+        let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
+        Ok(Stops {
+            interrupt: signal(SignalKind::interrupt()).map_err(io)?,
+            terminate: signal(SignalKind::terminate()).map_err(io)?,
+        })
+    }
+
+    /// The exit code of a SIGINT or SIGTERM that already arrived, if any.
+    pub async fn arrived(&mut self) -> Option<u8> {
+        tokio::select! {
+            biased;
+            code = self.next() => Some(code),
+            () = std::future::ready(()) => None,
+        }
+    }
+
+    /// The exit code of the first of SIGINT (130) or SIGTERM (143).
+    pub async fn next(&mut self) -> u8 {
+        tokio::select! {
+            _ = self.interrupt.recv() => exit::INTERRUPTED,
+            _ = self.terminate.recv() => exit::TERMINATED,
+        }
+    }
+}
+
 /// How to stop the group after a loss.
 pub struct Safety<'a> {
     /// The user's `--grace`.
@@ -180,10 +214,9 @@ pub async fn supervise(
     lost: impl Future<Output = ()>,
     revoked: impl Future<Output = ()>,
     safety: Safety<'_>,
+    stops: Stops,
 ) -> Result<Ended, Failure> {
-    let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
+    let Stops { mut interrupt, mut terminate } = stops;
     let mut contact = safety.contact.clone();
     tokio::pin!(lost, revoked);
     let mut lost_at: Option<Instant> = None;

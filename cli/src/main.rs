@@ -13,10 +13,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use tokio::signal::unix::{signal, Signal, SignalKind};
 use zk_recipes::{LockGuard, LockOptions, LockStatus, NodeFormat, TlsConfig};
 
-use crate::child::{Ended, Safety};
+use crate::child::{Ended, Safety, Stops};
 use crate::exit::Failure;
 use crate::progress::Progress;
 use crate::zk::{Conn, Contact, Kind, Wait};
@@ -305,30 +304,6 @@ fn tls(cli: &Cli) -> Result<Option<TlsConfig>, Failure> {
     Ok(Some(tls))
 }
 
-/// SIGINT and SIGTERM, caught from before our queue node exists until the command starts.
-struct Stops {
-    interrupt: Signal,
-    terminate: Signal,
-}
-
-impl Stops {
-    fn new() -> Result<Stops, Failure> {
-        let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
-        Ok(Stops {
-            interrupt: signal(SignalKind::interrupt()).map_err(io)?,
-            terminate: signal(SignalKind::terminate()).map_err(io)?,
-        })
-    }
-
-    /// The exit code of the first of SIGINT (130) or SIGTERM (143).
-    async fn next(&mut self) -> u8 {
-        tokio::select! {
-            _ = self.interrupt.recv() => exit::INTERRUPTED,
-            _ = self.terminate.recv() => exit::TERMINATED,
-        }
-    }
-}
-
 /// Acquires the lock `args` describe, with progress and with SIGINT/SIGTERM deleting our queue
 /// node before exit. `Err` with the exit code for busy, timeout or a signal.
 async fn acquire(
@@ -416,7 +391,11 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
         ("ZKLOCK_PATH", path.clone()),
         ("ZKLOCK_NODE", guard.node_path().to_string()),
     ];
-    drop(stops); // from here on, the supervisor passes signals on to the command
+    // A signal that came while we took the lock: release, do not start the command.
+    if let Some(code) = stops.arrived().await {
+        let _ = guard.release().await;
+        return Err(Failure::silent(code));
+    }
     let group = match child::start(&command_of(&args.shell, &args.command), &env) {
         Ok(group) => group,
         Err(e) => {
@@ -433,7 +412,7 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
         let _ = status.wait_for(|s| *s == LockStatus::RevocationRequested).await;
     };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
-    let ended = child::supervise(group, guard.lost(), revoked, safety).await?;
+    let ended = child::supervise(group, guard.lost(), revoked, safety, stops).await?;
     let released = guard.release().await;
     match (ended, released) {
         (Ended::Lost, _) => Err(Failure::new(
@@ -538,7 +517,10 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let margin = margin(&contact, args.kill_margin);
     progress.note(&format!("zklock: leading {} as {id} (fencing token {token})", args.electpath));
     let env = [("ZKLOCK_FENCING_TOKEN", token.to_string()), ("ZKLOCK_PATH", args.electpath.clone())];
-    drop(stops);
+    if let Some(code) = stops.arrived().await {
+        latch.close().await;
+        return Err(Failure::silent(code));
+    }
     let group = match child::start(&command_of(&args.shell, &args.command), &env) {
         Ok(group) => group,
         Err(e) => {
@@ -552,7 +534,7 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     };
     let safe_until = || if latch.has_leadership() { zk::safe_until(&contact) } else { None };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
-    let ended = child::supervise(group, lost, std::future::pending(), safety).await?;
+    let ended = child::supervise(group, lost, std::future::pending(), safety, stops).await?;
     latch.close().await;
     match ended {
         Ended::Lost => Err(Failure::new(
