@@ -582,9 +582,9 @@ fn parse() -> Result<Cli, ExitCode> {
     if line.is_empty() {
         line = "bad arguments (see zklock --help)".into();
     }
-    let takes_command = std::env::args().nth(1).is_some_and(|_| {
-        std::env::args().skip(1).any(|a| a == "run" || a == "elect") && !std::env::args().any(|a| a == "--")
-    });
+    // `run` or `elect` without `--`: say where the command goes.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let takes_command = args.iter().any(|a| a == "run" || a == "elect") && !args.iter().any(|a| a == "--");
     if takes_command
         && matches!(error.kind(), K::UnknownArgument | K::TooManyValues | K::MissingRequiredArgument)
     {
