@@ -156,7 +156,7 @@ async fn elect_observe_prints_the_leader_and_each_change() {
     };
     eventually("no leader yet", || leaders() == [None]).await;
     let one =
-        zklock(&c).args(["elect", "--id", "one", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();
+        zklock(&c).args(["elect", "--id", "one", "/election/obs", "-c", "exec sleep 60"]).spawn().unwrap();
     eventually("one leads", || leaders().last() == Some(&Some("one".into()))).await;
     let two =
         zklock(&c).args(["elect", "--id", "two", "/election/obs", "--", "sleep", "60"]).spawn().unwrap();

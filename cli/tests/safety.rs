@@ -208,16 +208,20 @@ async fn the_command_gets_sigkill_when_zklock_is_killed() {
 }
 
 async fn signal_while_waiting_deletes_our_node(signal: &str, code: i32) {
+    signal_while_waiting_in("run", signal, code).await;
+}
+
+async fn signal_while_waiting_in(subcommand: &str, signal: &str, code: i32) {
     let zk = ZkCluster::standalone().await.unwrap();
     let c = zk.connect_string();
     // A long session: only our own delete can remove the node in time.
     let holder = zklock(&c)
-        .args(["run", "--session-timeout", "30s", "--id", "holder", "/locks/wait", "--", "sleep", "60"])
+        .args([subcommand, "--session-timeout", "30s", "--id", "holder", "/locks/wait", "--", "sleep", "60"])
         .spawn()
         .unwrap();
     eventually("holder", || queue_len(&c, "/locks/wait") == 1).await;
     let waiter = zklock(&c)
-        .args(["run", "--session-timeout", "30s", "--id", "waiter", "/locks/wait", "--", "true"])
+        .args([subcommand, "--session-timeout", "30s", "--id", "waiter", "/locks/wait", "--", "true"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -237,6 +241,11 @@ async fn signal_while_waiting_deletes_our_node(signal: &str, code: i32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_while_waiting_deletes_our_node_and_exits_143() {
     signal_while_waiting_deletes_our_node("TERM", 143).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_waiting_for_leadership_deletes_our_node_and_exits_143() {
+    signal_while_waiting_in("elect", "TERM", 143).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
