@@ -347,6 +347,11 @@ async fn acquire(
             format!("{} {why} (held by {holder})", args.lockpath),
         ));
     };
+    let stats = lock.stats();
+    progress.note(&format!(
+        "zklock: acquired {} after {} listing(s) of the queue and {} wake-up(s)",
+        args.lockpath, stats.listings, stats.wakeups
+    ));
     Ok((lock, guard))
 }
 

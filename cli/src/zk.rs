@@ -119,6 +119,15 @@ impl Lock {
         }
     }
 
+    /// What this handle's queue work has cost so far (listings include the progress line's).
+    pub fn stats(&self) -> zk_recipes::QueueStats {
+        match self {
+            Lock::Mutex(m) => m.stats(),
+            Lock::Rw { lock, .. } => lock.stats(),
+            Lock::Limit(s) => s.stats(),
+        }
+    }
+
     /// Waits for the background deletes of dropped acquires and guards.
     pub async fn settled(&self) {
         match self {

@@ -408,3 +408,33 @@ async fn on_a_terminal_the_command_gets_the_foreground_and_can_read_it() {
     assert!(text.contains("got:hello"), "{text} {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_line_lists_the_queue_per_change_not_per_tick() {
+    // The holder is SIGKILLed: its node stays until its 4 s session expires. A waiter showing
+    // progress all that time lists the queue once, and again only when the holder's node goes:
+    // a handful of listings in all, not one every half second.
+    let zk = ZkCluster::standalone().await.unwrap();
+    let c = zk.connect_string();
+    let mut holder = zklock(&c)
+        .args(["run", "--session-timeout", "4s", "--id", "h", "/locks/cost", "--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    eventually("holder", || queue_len(&c, "/locks/cost") == 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let err = dir.path().join("err");
+    let waiter = zklock(&c)
+        .args(["-v", "run", "--id", "w", "/locks/cost", "--", "true"])
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    eventually("waiting shown", || lines(&err).iter().any(|l| l.contains("1 ahead"))).await;
+    holder.kill().unwrap();
+    let _ = holder.wait();
+    let out = finish(waiter).await;
+    assert!(out.status.success(), "{:?}", lines(&err));
+    let report = lines(&err).into_iter().find(|l| l.contains("listing(s)")).expect("the -v report");
+    let listings: u64 = report.split(" after ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    eprintln!("{report}");
+    assert!(listings <= 4, "{report}");
+}
