@@ -1,96 +1,281 @@
-//! The supervised command: started with the lock's environment, stopped when the lock is lost.
+//! The supervised command: its own process group, started with the lock's environment, and
+//! stopped (the whole group) when the lock is lost, by the session-bounded kill deadline.
 
+use std::future::Future;
 use std::io::ErrorKind;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
+use crate::deadline;
 use crate::exit::{self, Failure};
+use crate::zk::Contact;
+
+/// The command and its process group (the group's id is the command's pid).
+pub struct Group {
+    child: Child,
+    pgid: libc::pid_t,
+    /// Whether we handed the terminal's foreground to the group (and must take it back).
+    foreground: bool,
+}
 
 /// Why supervision ended.
 pub enum Ended {
     /// The command exited by itself (or after a forwarded signal) with this exit code.
     Exited(u8),
-    /// The lock was lost; the command was stopped.
+    /// The lock was lost; the group was stopped.
     Lost,
+    /// No reply from ZooKeeper vouched for the safe window any more, though the client had not
+    /// noticed a loss; the group was stopped (the watchdog).
+    WindowSpent,
 }
 
-/// Starts `argv` with `env` added. The child gets SIGTERM if zklock dies (PR_SET_PDEATHSIG), so
-/// it never runs on without the lock that protects it.
-pub fn start(argv: &[String], env: &[(&str, String)]) -> Result<Child, Failure> {
+/// Whether zklock owns the terminal's foreground now (so the command must get it, or it would
+/// be stopped by SIGTTIN when it reads the terminal).
+fn terminal_foreground() -> bool {
+    // SAFETY: plain syscalls on fd 0, no memory passed.
+    unsafe { libc::isatty(0) == 1 && libc::tcgetpgrp(0) == libc::getpgrp() }
+}
+
+/// Gives the terminal's foreground to `pgid`, ignoring SIGTTOU for the call (a background
+/// process may not change it otherwise). Async-signal-safe: also used between fork and exec.
+fn set_foreground(pgid: libc::pid_t) {
+    // SAFETY: signal(2) and tcsetpgrp(3) are async-signal-safe; no memory is passed.
+    unsafe {
+        let old = libc::signal(libc::SIGTTOU, libc::SIG_IGN);
+        libc::tcsetpgrp(0, pgid);
+        libc::signal(libc::SIGTTOU, old);
+    }
+}
+
+/// Starts `argv` with `env` added, in a new process group of its own.
+///
+/// The command gets SIGKILL if zklock dies (PR_SET_PDEATHSIG; SIGKILL because a dead zklock can
+/// no longer escalate, and a command that ignores SIGTERM would run on unprotected). If zklock
+/// died between fork and prctl, the parent pid has changed: the command is not executed.
+///
+/// PR_SET_PDEATHSIG fires when the *thread* that forked exits: call this from the thread that
+/// runs `block_on` (the main thread), never from a spawned task.
+pub fn start(argv: &[String], env: &[(&str, String)]) -> Result<Group, Failure> {
     let (program, args) =
         argv.split_first().ok_or_else(|| Failure::new(exit::USAGE, "no command given after --"))?;
     let mut cmd = Command::new(program);
     cmd.args(args).envs(env.iter().map(|(k, v)| (*k, v.as_str())));
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    cmd.process_group(0);
+    let parent = std::process::id() as libc::pid_t;
+    let foreground = terminal_foreground();
+    // Test hook: widen the fork-to-prctl window, so that the test can kill zklock inside it.
+    let delay = std::env::var("ZKLOCK_TEST_FORK_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok());
+    let delay = delay.map(|ms| libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    });
+    // SAFETY: only async-signal-safe calls (nanosleep, prctl, getppid, getpid, signal,
+    // tcsetpgrp), no allocation, between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+        cmd.pre_exec(move || {
+            if let Some(delay) = &delay {
+                libc::nanosleep(delay, std::ptr::null_mut());
+            }
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // zklock died before prctl: nobody would ever stop us. Do not run.
+            // (Exit quietly: there is nobody to report an error to.)
+            if libc::getppid() != parent {
+                libc::_exit(127);
+            }
+            if foreground {
+                set_foreground(libc::getpid());
             }
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| match e.kind() {
+    let child = cmd.spawn().map_err(|e| match e.kind() {
         ErrorKind::NotFound => Failure::new(exit::NOT_FOUND, format!("{program}: command not found")),
         ErrorKind::PermissionDenied => {
             Failure::new(exit::NOT_EXECUTABLE, format!("{program}: permission denied"))
         }
         _ => Failure::new(exit::NOT_EXECUTABLE, format!("{program}: {e}")),
-    })
+    })?;
+    let pgid = child.id().map(|p| p as libc::pid_t).unwrap_or(0);
+    if foreground {
+        // Both sides set it, as shells do, so that neither order of events races.
+        set_foreground(pgid);
+    }
+    Ok(Group { child, pgid, foreground })
 }
 
-fn send(child: &Child, sig: libc::c_int) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) has no memory-safety preconditions.
-        unsafe {
-            libc::kill(pid as libc::pid_t, sig);
+impl Group {
+    /// Signals every process of the group; `false` when the group is empty.
+    fn signal(&self, sig: libc::c_int) -> bool {
+        if self.pgid <= 1 {
+            return false;
+        }
+        // SAFETY: kill(2) has no memory-safety preconditions; a negative pid names the group.
+        unsafe { libc::kill(-self.pgid, sig) == 0 }
+    }
+
+    fn is_empty(&self) -> bool {
+        !self.signal(0)
+    }
+
+    /// Waits until no process of the group is left, or until `until`; `true` if it is empty.
+    /// Orphaned members are reaped by init, so this polls kill(pgid, 0) locally (no ZooKeeper).
+    async fn emptied(&self, until: Option<Instant>) -> bool {
+        loop {
+            if self.is_empty() {
+                return true;
+            }
+            if until.is_some_and(|u| Instant::now() >= u) {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// After the command exited: anything left in its group (background jobs) is stopped too
+    /// before the lock is released: SIGTERM, then SIGKILL at `kill_by`.
+    async fn stop_leftovers(&self, kill_by: Instant) {
+        if self.is_empty() {
+            return;
+        }
+        self.signal(libc::SIGTERM);
+        if !self.emptied(Some(kill_by)).await {
+            self.signal(libc::SIGKILL);
+            self.emptied(None).await;
         }
     }
 }
 
-/// SIGTERM, then SIGKILL after `grace`; waits for the child to end.
-async fn stop(child: &mut Child, grace: Duration) {
-    send(child, libc::SIGTERM);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        send(child, libc::SIGKILL);
-        let _ = child.wait().await;
+impl Drop for Group {
+    fn drop(&mut self) {
+        if self.foreground {
+            // SAFETY: see set_foreground.
+            set_foreground(unsafe { libc::getpgrp() });
+        }
     }
 }
 
-/// Waits for the child, stopping it if `lost` resolves first; forwards SIGINT and SIGTERM that
-/// zklock receives and waits for the child to react (up to `grace`, then SIGKILL).
-pub async fn supervise(
-    mut child: Child,
-    lost: impl std::future::Future<Output = ()>,
-    grace: Duration,
-) -> Result<Ended, Failure> {
-    let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
-    let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
-    let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
-    tokio::pin!(lost);
-    loop {
+/// SIGINT and SIGTERM, caught from before our queue node exists (then passed on to the
+/// command by [`supervise`]), so that none is lost in between.
+pub struct Stops {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl Stops {
+    pub fn new() -> Result<Stops, Failure> {
+        let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
+        Ok(Stops {
+            interrupt: signal(SignalKind::interrupt()).map_err(io)?,
+            terminate: signal(SignalKind::terminate()).map_err(io)?,
+        })
+    }
+
+    /// The exit code of a SIGINT or SIGTERM that already arrived, if any.
+    pub async fn arrived(&mut self) -> Option<u8> {
         tokio::select! {
-            status = child.wait() => {
-                let status = status.map_err(|e| Failure::new(exit::UNAVAILABLE, format!("waiting for the command: {e}")))?;
-                return Ok(Ended::Exited(exit::of_status(status)));
-            }
-            _ = &mut lost => {
-                stop(&mut child, grace).await;
-                return Ok(Ended::Lost);
-            }
-            _ = interrupt.recv() => forward(&mut child, libc::SIGINT, grace).await,
-            _ = terminate.recv() => forward(&mut child, libc::SIGTERM, grace).await,
+            biased;
+            code = self.next() => Some(code),
+            () = std::future::ready(()) => None,
+        }
+    }
+
+    /// The exit code of the first of SIGINT (130) or SIGTERM (143).
+    pub async fn next(&mut self) -> u8 {
+        tokio::select! {
+            _ = self.interrupt.recv() => exit::INTERRUPTED,
+            _ = self.terminate.recv() => exit::TERMINATED,
         }
     }
 }
 
-/// Passes a signal on, then gives the child `grace` to exit before SIGKILL; the wait loop
-/// collects its status.
-async fn forward(child: &mut Child, sig: libc::c_int, grace: Duration) {
-    send(child, sig);
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        send(child, libc::SIGKILL);
-    }
+/// How to stop the group after a loss.
+pub struct Safety<'a> {
+    /// The user's `--grace`.
+    pub grace: Duration,
+    /// Subtracted from the safe window (see [`deadline::default_margin`]).
+    pub margin: Duration,
+    /// The session's safe window (see [`crate::zk::safe_until`]); `None` once certainly lost.
+    pub safe_until: &'a (dyn Fn() -> Option<Instant> + Sync),
+    /// Fresh contacts move the watchdog.
+    pub contact: Contact,
+}
+
+/// Waits for the command, stopping its whole group if `lost` resolves first, or if the safe
+/// window runs out before anyone noticed a loss (a watchdog). On a loss: SIGTERM to the group
+/// at once, SIGKILL at [`deadline::kill_at`]. SIGINT and SIGTERM to zklock are passed on to the
+/// group, with SIGKILL after `--grace`. `revoked` resolving sends the group one SIGTERM (a
+/// request to finish; the command decides).
+pub async fn supervise(
+    mut group: Group,
+    lost: impl Future<Output = ()>,
+    revoked: impl Future<Output = ()>,
+    safety: Safety<'_>,
+    stops: Stops,
+) -> Result<Ended, Failure> {
+    let Stops { mut interrupt, mut terminate } = stops;
+    let mut contact = safety.contact.clone();
+    tokio::pin!(lost, revoked);
+    let mut lost_at: Option<Instant> = None;
+    let mut window_spent = false;
+    let mut revoke_sent = false;
+    let mut kill_timer: Option<Instant> = None;
+    let far = || Instant::now() + Duration::from_secs(86_400 * 365);
+    let code = loop {
+        let watchdog = (safety.safe_until)().and_then(|s| s.checked_sub(safety.margin));
+        let arm = |timer: &mut Option<Instant>, at: Instant| {
+            *timer = Some(timer.map_or(at, |t| t.min(at)));
+        };
+        tokio::select! {
+            status = group.child.wait() => {
+                let status = status.map_err(|e| Failure::new(exit::UNAVAILABLE, format!("waiting for the command: {e}")))?;
+                break exit::of_status(status);
+            }
+            _ = &mut lost, if lost_at.is_none() => {
+                let now = Instant::now();
+                lost_at = Some(now);
+                group.signal(libc::SIGTERM);
+                arm(&mut kill_timer, deadline::kill_at(now, safety.grace, (safety.safe_until)(), safety.margin));
+            }
+            _ = tokio::time::sleep_until(watchdog.unwrap_or_else(far).into()), if lost_at.is_none() && watchdog.is_some() => {
+                // Nobody told us, but the window is spent: treat it as lost, and kill now.
+                lost_at = Some(Instant::now());
+                window_spent = true;
+                group.signal(libc::SIGTERM);
+                arm(&mut kill_timer, Instant::now());
+            }
+            _ = contact.changed(), if lost_at.is_none() => {}
+            _ = tokio::time::sleep_until(kill_timer.unwrap_or_else(far).into()), if kill_timer.is_some() => {
+                group.signal(libc::SIGKILL);
+                kill_timer = None;
+            }
+            _ = interrupt.recv() => {
+                group.signal(libc::SIGINT);
+                arm(&mut kill_timer, Instant::now() + safety.grace);
+            }
+            _ = terminate.recv() => {
+                group.signal(libc::SIGTERM);
+                arm(&mut kill_timer, Instant::now() + safety.grace);
+            }
+            _ = &mut revoked, if !revoke_sent => {
+                revoke_sent = true;
+                eprintln!("zklock: revocation requested; asking the command to finish (SIGTERM)");
+                group.signal(libc::SIGTERM);
+            }
+        }
+    };
+    // The command is gone; its group may not be. Nothing of it outlives the hold.
+    let kill_by = match lost_at {
+        Some(noticed) => kill_timer.unwrap_or(noticed),
+        None => deadline::kill_at(Instant::now(), safety.grace, (safety.safe_until)(), safety.margin),
+    };
+    group.stop_leftovers(kill_by).await;
+    Ok(match (lost_at, window_spent) {
+        (Some(_), true) => Ended::WindowSpent,
+        (Some(_), false) => Ended::Lost,
+        (None, _) => Ended::Exited(code),
+    })
 }

@@ -10,6 +10,12 @@ pub const LOST: u8 = 76;
 pub const UNAVAILABLE: u8 = 69;
 /// A bad lock path, a path holding the other naming format's nodes, or other bad input (EX_USAGE).
 pub const USAGE: u8 = 64;
+/// Nothing to act on (`break`/`revoke` found no holder), or `break` was not confirmed.
+pub const NOTHING: u8 = 1;
+/// zklock was ended by SIGINT while waiting (128 + 2), after deleting its queue node.
+pub const INTERRUPTED: u8 = 130;
+/// zklock was ended by SIGTERM while waiting (128 + 15), after deleting its queue node.
+pub const TERMINATED: u8 = 143;
 /// The command could not be executed (as a shell does).
 pub const NOT_EXECUTABLE: u8 = 126;
 /// The command was not found (as a shell does).
@@ -27,8 +33,15 @@ impl Failure {
         Failure { code, message: message.into() }
     }
 
+    /// An exit code with nothing to say (the code says it: 130, 143).
+    pub fn silent(code: u8) -> Failure {
+        Failure { code, message: String::new() }
+    }
+
     pub fn report(self) -> ExitCode {
-        eprintln!("zklock: {}", self.message);
+        if !self.message.is_empty() {
+            eprintln!("zklock: {}", self.message);
+        }
         ExitCode::from(self.code)
     }
 }
@@ -41,6 +54,8 @@ impl From<zk_recipes::Error> for Failure {
             | E::BadLeaseCount { .. }
             | E::FormatConflict { .. }
             | E::UnsupportedFormat { .. }
+            | E::LeaseMaxMismatch { .. }
+            | E::UpgradeRefused { .. }
             | E::Tls { .. } => USAGE,
             E::LockLost { .. } | E::NodeDeleted { .. } => LOST,
             E::Timeout(_) => BUSY,

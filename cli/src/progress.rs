@@ -1,8 +1,14 @@
 //! The live "waiting for /locks/x: 3 ahead" line on stderr.
+//!
+//! No polling: the queue is listed once, then zklock watches the holder's node and our
+//! predecessor's (one-shot `exists` watches on the current raw client), and lists again only
+//! when one of them fires. With 1,000 waiters that is a constant number of requests each per
+//! change at the head of the queue, not a listing every half second.
 
+use std::future::Future;
 use std::io::{IsTerminal, Write};
-use std::time::Duration;
 
+use zk_recipes::zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
 use zk_recipes::Participant;
 
 /// Where waiting progress goes: a live line on a terminal, plain lines with `-v`, else nowhere.
@@ -45,37 +51,109 @@ impl Progress {
         }
     }
 
-    /// Shows how many are ahead of `me` while `waiting` runs, re-reading the queue every half
-    /// second (display only: the lock itself waits on one watch, herd-free).
-    pub async fn while_waiting<T, F, L>(&self, what: &str, me: &str, waiting: F, list: impl Fn() -> L) -> T
+    /// Shows how many are ahead of `me` while `waiting` runs. Lists the queue, watches the
+    /// holder and our predecessor, and lists again only when a watch fires.
+    pub async fn while_waiting<T, F, L>(
+        &self,
+        path: &str,
+        me: &str,
+        waiting: F,
+        list: impl Fn() -> L,
+        client: Client,
+    ) -> T
     where
-        F: std::future::Future<Output = T>,
-        L: std::future::Future<Output = zk_recipes::Result<Vec<Participant>>>,
+        F: Future<Output = T>,
+        L: Future<Output = zk_recipes::Result<Vec<Participant>>>,
     {
         if !self.enabled() {
             return waiting.await;
         }
         tokio::pin!(waiting);
         let mut last = String::new();
+        // Until our node shows up, a children watch is armed *before* each listing, so that
+        // a node arriving in between is seen.
+        let mut arm_children = true;
         loop {
+            let watching = async {
+                let children = if arm_children { watch_children(&client, path).await } else { None };
+                let Ok(queue) = list().await else {
+                    // Cannot read the queue (connection trouble): show nothing more; the
+                    // acquire reports real errors.
+                    return std::future::pending::<()>().await;
+                };
+                let at = queue.iter().position(|p| p.id == me);
+                let line = match at {
+                    Some(ahead) => format!(
+                        "waiting for {path}: {ahead} ahead (holder: {})",
+                        queue.first().map_or("?", |p| p.id.as_str())
+                    ),
+                    None => format!("waiting for {path}"),
+                };
+                if line != last {
+                    self.show(&line);
+                    last = line;
+                }
+                let watchers = match at {
+                    // Our node is not there yet: wake when the children change.
+                    None if children.is_some() => children.into_iter().collect::<Vec<_>>(),
+                    None => {
+                        arm_children = true;
+                        return;
+                    }
+                    Some(at) => {
+                        arm_children = false;
+                        let mut nodes = vec![queue.first().map(|p| p.node.clone())];
+                        nodes.push(at.checked_sub(1).map(|i| queue[i].node.clone()));
+                        let mut nodes: Vec<String> = nodes.into_iter().flatten().collect();
+                        nodes.dedup();
+                        let mut watchers = Vec::new();
+                        for node in nodes {
+                            match client.check_and_watch_stat(&format!("{path}/{node}")).await {
+                                Ok((Some(_), watcher)) => watchers.push(watcher),
+                                // Gone already: list again at once.
+                                Ok((None, _)) => return,
+                                Err(_) => return std::future::pending::<()>().await,
+                            }
+                        }
+                        watchers
+                    }
+                };
+                if watchers.is_empty() {
+                    return std::future::pending::<()>().await;
+                }
+                let fired: Vec<_> = watchers.into_iter().map(|w| Box::pin(w.changed())).collect();
+                let _ = futures_select_any(fired).await;
+            };
             tokio::select! {
                 out = &mut waiting => {
                     self.done();
                     return out;
                 }
-                _ = tokio::time::sleep(Duration::from_millis(if last.is_empty() { 100 } else { 500 })) => {
-                    if let Ok(queue) = list().await {
-                        let line = match queue.iter().position(|p| p.id == me) {
-                            Some(ahead) => format!("waiting for {what}: {ahead} ahead (holder: {})", queue.first().map_or("?", |p| p.id.as_str())),
-                            None => format!("waiting for {what}"),
-                        };
-                        if line != last {
-                            self.show(&line);
-                            last = line;
-                        }
-                    }
-                }
+                _ = watching => {}
             }
         }
     }
+}
+
+/// A one-shot watch on the children of `path`, or on its creation if it does not exist.
+async fn watch_children(client: &Client, path: &str) -> Option<OneshotWatcher> {
+    match client.list_and_watch_children(path).await {
+        Ok((_, watcher)) => Some(watcher),
+        Err(ZkError::NoNode) => client.check_and_watch_stat(path).await.ok().map(|(_, w)| w),
+        Err(_) => None,
+    }
+}
+
+/// Resolves when the first of `futures` does.
+async fn futures_select_any<F: Future + Unpin>(futures: Vec<F>) {
+    let mut futures = futures;
+    std::future::poll_fn(move |cx| {
+        for f in futures.iter_mut() {
+            if std::pin::Pin::new(f).poll(cx).is_ready() {
+                return std::task::Poll::Ready(());
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }

@@ -1,64 +1,45 @@
-//! `zklock status`: the holder and the queue.
+//! `zklock status` (the holder and the queue of one path) and `zklock ls` (every lock and
+//! election under a prefix).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use zk_recipes::zookeeper_client::Client;
-use zk_recipes::{
-    InterProcessMutex, InterProcessReadWriteLock, LatchOptions, LeaderLatch, LockOptions, NodeFormat,
-    Participant,
-};
+use zk_recipes::zookeeper_client::Error as ZkError;
+use zk_recipes::{NodeFormat, Participant};
 
 use crate::exit::{self, Failure};
+use crate::zk::{self, Conn};
 
 #[derive(Serialize)]
-struct Row {
-    position: usize,
-    holder: bool,
-    id: String,
-    session: String,
-    age_ms: i64,
-    node: String,
-    fencing_token: i64,
+pub struct Row {
+    pub position: usize,
+    pub holder: bool,
+    pub id: String,
+    pub session: String,
+    pub age_ms: i64,
+    pub node: String,
+    pub fencing_token: i64,
 }
 
-/// The queue under `path`, read as a mutex, else a latch, else a read/write lock (whichever
-/// kind of node is there), in `format` names and then in the other format's.
-async fn queue(
-    client: Client,
-    path: &str,
-    format: NodeFormat,
-) -> Result<(&'static str, Vec<Participant>), Failure> {
-    let other = if format == NodeFormat::Kazoo { NodeFormat::Curator } else { NodeFormat::Kazoo };
-    for format in [format, other] {
-        let lock = LockOptions::new().format(format);
-        let mutex =
-            InterProcessMutex::with_options(client.clone(), path, lock.clone())?.participants().await?;
-        if !mutex.is_empty() {
-            return Ok(("lock", mutex));
-        }
-        let latch = LeaderLatch::with_options(
-            client.clone(),
-            path,
-            "zklock-status",
-            LatchOptions::new().format(format),
-        )?;
-        let latch = latch.participants().await?;
-        if !latch.is_empty() {
-            return Ok(("election", latch));
-        }
-        let rw = InterProcessReadWriteLock::with_options(client.clone(), path, lock)?.participants().await?;
-        if !rw.is_empty() {
-            return Ok(("read/write lock", rw));
-        }
-    }
-    Ok(("lock", Vec::new()))
+#[derive(Serialize)]
+struct Status {
+    path: String,
+    /// `lock`, `election`, `read/write lock`, `semaphore`, or null when nothing is queued here.
+    kind: Option<&'static str>,
+    /// Nobody holds or waits here, and no lock or election lives under this path.
+    free: bool,
+    queue: Vec<Row>,
+    /// Paths of locks and elections under this one (when nothing is queued at the path itself).
+    locks_under: Vec<String>,
 }
 
-pub async fn show(client: Client, path: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
-    let (kind, queue) = queue(client, path, format).await?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let rows: Vec<Row> = queue
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+pub fn rows(queue: Vec<Participant>) -> Vec<Row> {
+    let now = now_ms();
+    queue
         .into_iter()
         .map(|p| Row {
             position: p.position,
@@ -69,30 +50,177 @@ pub async fn show(client: Client, path: &str, format: NodeFormat, json: bool) ->
             node: p.node,
             fencing_token: p.czxid,
         })
-        .collect();
+        .collect()
+}
+
+pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn age(ms: i64) -> String {
+    format!("{:.1}s", ms as f64 / 1000.0)
+}
+
+pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
+    zk_recipes::LockPath::new(path)?;
+    let found = zk::queue(conn, path, format).await?;
+    let locks_under = match &found {
+        Some(_) => Vec::new(),
+        None => walk(conn, path, format).await?.into_iter().map(|l| l.path).collect(),
+    };
+    let (kind, queue) = match found {
+        Some((kind, queue)) => (Some(kind.name()), rows(queue)),
+        None => (None, Vec::new()),
+    };
+    let status = Status {
+        path: path.to_string(),
+        kind,
+        free: queue.is_empty() && locks_under.is_empty(),
+        queue,
+        locks_under,
+    };
     if json {
-        let text = serde_json::to_string_pretty(&rows)
-            .map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
-        println!("{text}");
-        return Ok(());
+        return print_json(&status);
     }
-    if rows.is_empty() {
+    if status.free {
         println!("{path}: free (nobody holds or waits)");
         return Ok(());
     }
-    println!("{path}: {kind}, {} in queue", rows.len());
+    if status.queue.is_empty() {
+        println!("{path}: no lock here, but {} under it (see zklock ls {path}):", status.locks_under.len());
+        for under in &status.locks_under {
+            println!("  {under}");
+        }
+        return Ok(());
+    }
+    println!("{path}: {}, {} in queue", kind.unwrap_or("lock"), status.queue.len());
     println!("{:<4} {:<6} {:<24} {:<20} {:>8}  NODE", "POS", "HOLDS", "ID", "SESSION", "AGE");
-    for r in rows {
-        let age = format!("{:.1}s", r.age_ms as f64 / 1000.0);
+    for r in &status.queue {
         println!(
             "{:<4} {:<6} {:<24} {:<20} {:>8}  {}",
             r.position,
             if r.holder { "yes" } else { "" },
             r.id,
             r.session,
-            age,
+            age(r.age_ms),
             r.node
         );
     }
     Ok(())
+}
+
+/// One lock or election found by [`walk`].
+#[derive(Serialize)]
+pub struct Listed {
+    pub path: String,
+    pub kind: &'static str,
+    /// Participant ids of the holders (the leader, for an election).
+    pub holders: Vec<String>,
+    /// Holders and waiters.
+    pub queue: usize,
+    /// How long the oldest holder has held it (by the server's creation time of its node).
+    pub age_ms: Option<i64>,
+}
+
+/// Whether a child name looks like a queue node of any recipe, in either format: a marker
+/// followed by ZooKeeper's sequence suffix.
+fn is_queue_node(name: &str) -> bool {
+    const MARKERS: [&str; 7] = ["lock-", "latch-", "lease-", "__READ__", "__WRIT__", "__lock__", "__rlock__"];
+    MARKERS.iter().any(|m| {
+        name.rfind(m).is_some_and(|at| {
+            let seq = &name[at + m.len()..];
+            let digits = seq.strip_prefix('-').unwrap_or(seq);
+            digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit())
+        })
+    })
+}
+
+/// Every lock and election at or under `prefix`, depth first, in name order.
+pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<Listed>, Failure> {
+    // `/` is a valid prefix, though not a valid lock path.
+    if prefix != "/" {
+        zk_recipes::LockPath::new(prefix)?;
+    }
+    let client = conn.raw();
+    let mut found = Vec::new();
+    let mut stack = vec![prefix.to_string()];
+    while let Some(path) = stack.pop() {
+        let mut children = match client.list_children(&path).await {
+            Ok(children) => children,
+            Err(ZkError::NoNode) => continue,
+            Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "list", path, source: e }.into()),
+        };
+        children.sort();
+        if children.iter().any(|c| is_queue_node(c)) {
+            if let Some((kind, queue)) = zk::queue(conn, &path, format).await? {
+                let now = now_ms();
+                let holders: Vec<&Participant> = queue.iter().filter(|p| p.is_holder).collect();
+                found.push(Listed {
+                    path: path.clone(),
+                    kind: kind.name(),
+                    age_ms: holders.iter().map(|p| (now - p.ctime_ms).max(0)).max(),
+                    holders: holders.iter().map(|p| p.id.clone()).collect(),
+                    queue: queue.len(),
+                });
+            }
+        }
+        let base = if path == "/" { String::new() } else { path.clone() };
+        for child in children.iter().rev() {
+            if is_queue_node(child) || (base.is_empty() && child == "zookeeper") {
+                continue;
+            }
+            stack.push(format!("{base}/{child}"));
+        }
+    }
+    Ok(found)
+}
+
+pub async fn ls(conn: &Conn, prefix: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
+    let found = walk(conn, prefix, format).await?;
+    if json {
+        return print_json(&found);
+    }
+    if found.is_empty() {
+        println!("no locks or elections under {prefix}");
+        return Ok(());
+    }
+    println!("{:<32} {:<16} {:<24} {:>5} {:>8}", "PATH", "KIND", "HOLDER", "QUEUE", "AGE");
+    for l in &found {
+        let holder = if l.holders.is_empty() { "-".to_string() } else { l.holders.join(",") };
+        println!(
+            "{:<32} {:<16} {:<24} {:>5} {:>8}",
+            l.path,
+            l.kind,
+            holder,
+            l.queue,
+            l.age_ms.map_or("-".to_string(), age)
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_queue_node;
+
+    #[test]
+    fn queue_nodes_of_every_recipe_and_format_are_recognised() {
+        for name in [
+            "_c_0f8e9b9e-6c4b-4f0e-9a57-2b7d0a1c3e11-lock-0000000001",
+            "_c_0f8e9b9e-6c4b-4f0e-9a57-2b7d0a1c3e11-latch-0000000002",
+            "_c_0f8e9b9e-6c4b-4f0e-9a57-2b7d0a1c3e11-w1-lease-0000000003",
+            "_c_0f8e9b9e-6c4b-4f0e-9a57-2b7d0a1c3e11-__READ__0000000004",
+            "_c_0f8e9b9e-6c4b-4f0e-9a57-2b7d0a1c3e11-__WRIT__0000000005",
+            "0f8e9b9e6c4b4f0e9a572b7d0a1c3e11__lock__0000000006",
+            "0f8e9b9e6c4b4f0e9a572b7d0a1c3e11__rlock__-2147483648",
+        ] {
+            assert!(is_queue_node(name), "{name}");
+        }
+        for name in ["locks", "orders", "lock-", "lock-12", "nightly-lock-report"] {
+            assert!(!is_queue_node(name), "{name}");
+        }
+    }
 }

@@ -38,7 +38,8 @@ async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
 fn queue_len(connect: &str, path: &str) -> usize {
     let out = zklock(connect).args(["status", "--json", path]).output().expect("status");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).expect("json").len()
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    status["queue"].as_array().expect("queue").len()
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -114,7 +115,9 @@ async fn no_wait_exits_busy_and_status_lists_the_queue() {
     assert_eq!(out.status.code(), Some(75));
 
     let out = zklock(&c).args(["status", "--json", "/locks/busy"]).output().unwrap();
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((status["kind"].as_str(), status["free"].as_bool()), (Some("lock"), Some(false)));
+    let rows = status["queue"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "busy checks left nodes: {rows:?}");
     assert_eq!((rows[0]["id"].as_str(), rows[0]["holder"].as_bool()), (Some("alpha"), Some(true)));
     assert_eq!((rows[1]["id"].as_str(), rows[1]["holder"].as_bool()), (Some("beta"), Some(false)));
@@ -231,7 +234,8 @@ async fn kazoo_format_runs_and_a_curator_format_run_on_its_path_is_refused() {
         .unwrap();
     eventually("kazoo-format holder", || queue_len(&c, "/locks/kz") == 1).await;
     let out = zklock(&c).args(["status", "--json", "/locks/kz"]).output().unwrap();
-    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = status["queue"].as_array().unwrap();
     assert!(rows[0]["node"].as_str().unwrap().contains("__lock__"), "{rows:?}");
     let out = zklock(&c).args(["run", "/locks/kz", "--", "true"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);

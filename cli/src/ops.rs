@@ -1,0 +1,214 @@
+//! The operator's tools: `break`, `revoke`, and `elect --observe`.
+
+use std::io::{BufRead, Write};
+
+use serde::Serialize;
+use zk_recipes::zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
+use zk_recipes::{NodeFormat, Participant};
+
+use crate::exit::{self, Failure};
+use crate::status::print_json;
+use crate::zk::{self, Conn};
+
+#[derive(Serialize)]
+struct Broken {
+    path: String,
+    node: String,
+    holder: String,
+    /// The fencing token of the deleted hold: void from now on.
+    fencing_token: i64,
+}
+
+/// The node `--node` names (a name under `path`, or its full path), else the only holder.
+fn target<'a>(path: &str, queue: &'a [Participant], node: Option<&str>) -> Result<&'a Participant, Failure> {
+    if let Some(node) = node {
+        let name = node.strip_prefix(path).and_then(|n| n.strip_prefix('/')).unwrap_or(node);
+        return queue
+            .iter()
+            .find(|p| p.node == name)
+            .ok_or_else(|| Failure::new(exit::USAGE, format!("{path} has no queue node {name}")));
+    }
+    let holders: Vec<&Participant> = queue.iter().filter(|p| p.is_holder).collect();
+    match holders.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Failure::new(exit::NOTHING, format!("nobody holds {path}"))),
+        many => Err(Failure::new(
+            exit::USAGE,
+            format!(
+                "{path} has {} holders ({}): pick one with --node",
+                many.len(),
+                many.iter().map(|p| p.node.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
+
+/// Asks on stderr, reads the answer from stdin: only `y` or `yes` confirm.
+fn confirm(question: &str) -> bool {
+    eprint!("zklock: {question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().lock().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
+
+pub async fn break_lock(
+    conn: &Conn,
+    path: &str,
+    format: NodeFormat,
+    node: Option<&str>,
+    yes: bool,
+    json: bool,
+) -> Result<u8, Failure> {
+    zk_recipes::LockPath::new(path)?;
+    let Some((_, queue)) = zk::queue(conn, path, format).await? else {
+        return Err(Failure::new(exit::NOTHING, format!("nobody holds or waits on {path}")));
+    };
+    let victim = target(path, &queue, node)?;
+    let full = format!("{path}/{}", victim.node);
+    let question = format!(
+        "delete {full}, held by {} (fencing token {})? Its holder may still be running",
+        victim.id, victim.czxid
+    );
+    if !yes && !confirm(&question) {
+        return Err(Failure::new(exit::NOTHING, "not confirmed; nothing deleted"));
+    }
+    match conn.raw().delete(&full, None).await {
+        Ok(()) => {}
+        Err(ZkError::NoNode) => return Err(Failure::new(exit::NOTHING, format!("{full} is already gone"))),
+        Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "delete", path: full, source: e }.into()),
+    }
+    let broken =
+        Broken { path: path.to_string(), node: full, holder: victim.id.clone(), fencing_token: victim.czxid };
+    if json {
+        print_json(&broken)?;
+    } else {
+        println!(
+            "deleted {} (held by {}); fencing token {} is now void",
+            broken.node, broken.holder, broken.fencing_token
+        );
+    }
+    Ok(0)
+}
+
+#[derive(Serialize)]
+struct Asked {
+    node: String,
+    id: String,
+    fencing_token: i64,
+}
+
+pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
+    zk_recipes::LockPath::new(path)?;
+    let queue = zk::queue(conn, path, format).await?.map(|(_, q)| q).unwrap_or_default();
+    let client = conn.raw();
+    let mut asked = Vec::new();
+    for holder in queue.iter().filter(|p| p.is_holder) {
+        let full = format!("{path}/{}", holder.node);
+        if zk_recipes::request_revocation(&client, &full).await? {
+            asked.push(Asked { node: full, id: holder.id.clone(), fencing_token: holder.czxid });
+        }
+    }
+    if asked.is_empty() {
+        return Err(Failure::new(exit::NOTHING, format!("nobody holds {path}")));
+    }
+    if json {
+        print_json(&asked)?;
+    } else {
+        for a in &asked {
+            println!("asked {} ({}) to release {path}", a.id, a.node);
+        }
+    }
+    Ok(0)
+}
+
+/// A one-shot watch on the children of `path`, or on its creation if it does not exist.
+async fn watch_children(client: &Client, path: &str) -> Result<OneshotWatcher, Failure> {
+    let failed =
+        |e| -> Failure { zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into() };
+    match client.list_and_watch_children(path).await {
+        Ok((_, watcher)) => Ok(watcher),
+        Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
+            Ok((_, watcher)) => Ok(watcher),
+            Err(e) => Err(failed(e)),
+        },
+        Err(e) => Err(failed(e)),
+    }
+}
+
+#[derive(Serialize, PartialEq)]
+struct Leader {
+    path: String,
+    leader: Option<String>,
+    node: Option<String>,
+    fencing_token: Option<i64>,
+}
+
+/// Prints the leader of `path`, then every change, until SIGINT or SIGTERM (exit 0). Lists the
+/// election once per change: it watches the leader's node (or the children, when nobody leads).
+pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
+    zk_recipes::LockPath::new(path)?;
+    let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
+    let client = conn.raw();
+    let latch = zk::latch(conn, path, "zklock-observe", format)?;
+    let mut last: Option<Leader> = None;
+    // Arm the children watch *before* listing, so that a node arriving in between is seen.
+    let mut arm_children = true;
+    loop {
+        let children = if arm_children { Some(watch_children(&client, path).await?) } else { None };
+        let queue = latch.participants().await?;
+        let first = queue.iter().find(|p| p.is_holder);
+        let now = Leader {
+            path: path.to_string(),
+            leader: first.map(|p| p.id.clone()),
+            node: first.map(|p| format!("{path}/{}", p.node)),
+            fencing_token: first.map(|p| p.czxid),
+        };
+        if last.as_ref() != Some(&now) {
+            if json {
+                let line = serde_json::to_string(&now)
+                    .map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
+                println!("{line}");
+            } else {
+                match (&now.leader, &now.node, now.fencing_token) {
+                    (Some(id), Some(node), Some(token)) => {
+                        println!("leader: {id} (node {node}, fencing token {token})")
+                    }
+                    _ => println!("no leader"),
+                }
+            }
+            let _ = std::io::stdout().flush();
+        }
+        let leader_node = now.node.clone();
+        last = Some(now);
+        let watcher = match (leader_node, children) {
+            // The leader's node goes (or its data changes): list again. Newcomers queue
+            // behind it and change nothing.
+            (Some(node), _) => {
+                arm_children = false;
+                match client.check_and_watch_stat(&node).await {
+                    Ok((Some(_), watcher)) => watcher,
+                    Ok((None, _)) => continue,
+                    Err(e) => {
+                        return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node, source: e }.into())
+                    }
+                }
+            }
+            (None, Some(watcher)) => watcher,
+            (None, None) => {
+                arm_children = true;
+                continue;
+            }
+        };
+        tokio::select! {
+            _ = watcher.changed() => {}
+            _ = interrupt.recv() => return Ok(0),
+            _ = terminate.recv() => return Ok(0),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Every place `zklock` connects to ZooKeeper or builds a recipe, in one module.
+//!
+//! When `zk_recipes::Session` lands, this is the only module that changes: `connect` becomes
+//! `Session::connect_with(connect, &options)`, the constructors below take `&Session`,
+//! [`Conn::raw`] becomes `session.client()`, and [`safe_until`] becomes `guard.safe_until()` (or
+//! `session.safe_until()` for leadership).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use zk_recipes::zookeeper_client::Client;
+use zk_recipes::{
+    ConnectOptions, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions,
+    LeaderLatch, LockGuard, LockOptions, NodeFormat, Participant, TlsConfig,
+};
+
+use crate::exit::{self, Failure};
+
+/// The default requested session timeout.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the global flags say about how to connect.
+pub struct Target<'a> {
+    pub connect: Option<&'a str>,
+    pub session_timeout: Option<Duration>,
+    pub tls: Option<TlsConfig>,
+}
+
+/// A connection: today a raw client, tomorrow a `zk_recipes::Session`.
+#[derive(Clone)]
+pub struct Conn {
+    client: Client,
+}
+
+impl Conn {
+    /// The current raw client, for reads the recipes do not offer (watches, `ls`, `break`).
+    pub fn raw(&self) -> Client {
+        self.client.clone()
+    }
+}
+
+pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
+    let connect = target.connect.ok_or_else(|| {
+        Failure::new(exit::USAGE, "no ZooKeeper to talk to: pass --connect or set ZK_CONNECT")
+    })?;
+    let mut options = ConnectOptions::new(target.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT));
+    if let Some(tls) = target.tls {
+        options = options.tls(tls);
+    }
+    Ok(Conn { client: zk_recipes::connect_with(connect, &options).await? })
+}
+
+/// Which lock `run` and `hold` take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The mutex (Curator's `InterProcessMutex`), the default.
+    Mutex,
+    /// The read side of the read/write lock (`--shared`).
+    Read,
+    /// The write side of the read/write lock (`--exclusive`).
+    Write,
+    /// One lease of a semaphore of N (`--limit N`).
+    Limit(u32),
+}
+
+/// How long to wait for the lock.
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    Try,
+    For(Duration),
+    Forever,
+}
+
+/// A lock of any [`Kind`].
+pub enum Lock {
+    Mutex(InterProcessMutex),
+    Rw { lock: InterProcessReadWriteLock, read: bool },
+    Limit(Box<InterProcessSemaphore>),
+}
+
+pub fn lock(conn: &Conn, path: &str, kind: Kind, options: LockOptions) -> Result<Lock, Failure> {
+    let client = conn.raw();
+    Ok(match kind {
+        Kind::Mutex => Lock::Mutex(InterProcessMutex::with_options(client, path, options)?),
+        Kind::Read | Kind::Write => Lock::Rw {
+            lock: InterProcessReadWriteLock::with_options(client, path, options)?,
+            read: kind == Kind::Read,
+        },
+        Kind::Limit(n) => {
+            Lock::Limit(Box::new(InterProcessSemaphore::with_options(client, path, n, options)?))
+        }
+    })
+}
+
+impl Lock {
+    pub async fn acquire(&self, wait: Wait) -> zk_recipes::Result<Option<LockGuard>> {
+        match (self, wait) {
+            (Lock::Mutex(m), Wait::Try) => m.try_acquire().await,
+            (Lock::Mutex(m), Wait::For(t)) => m.acquire_timeout(t).await,
+            (Lock::Mutex(m), Wait::Forever) => m.acquire().await.map(Some),
+            (Lock::Rw { lock, read: true }, Wait::Try) => lock.try_read().await,
+            (Lock::Rw { lock, read: true }, Wait::For(t)) => lock.read_timeout(t).await,
+            (Lock::Rw { lock, read: true }, Wait::Forever) => lock.read().await.map(Some),
+            (Lock::Rw { lock, read: false }, Wait::Try) => lock.try_write().await,
+            (Lock::Rw { lock, read: false }, Wait::For(t)) => lock.write_timeout(t).await,
+            (Lock::Rw { lock, read: false }, Wait::Forever) => lock.write().await.map(Some),
+            (Lock::Limit(s), Wait::Try) => s.try_acquire(1).await,
+            (Lock::Limit(s), Wait::For(t)) => s.acquire_timeout(1, t).await,
+            (Lock::Limit(s), Wait::Forever) => s.acquire(1).await.map(Some),
+        }
+    }
+
+    pub async fn participants(&self) -> zk_recipes::Result<Vec<Participant>> {
+        match self {
+            Lock::Mutex(m) => m.participants().await,
+            Lock::Rw { lock, .. } => lock.participants().await,
+            Lock::Limit(s) => s.participants().await,
+        }
+    }
+
+    /// What this handle's queue work has cost so far (listings include the progress line's).
+    pub fn stats(&self) -> zk_recipes::QueueStats {
+        match self {
+            Lock::Mutex(m) => m.stats(),
+            Lock::Rw { lock, .. } => lock.stats(),
+            Lock::Limit(s) => s.stats(),
+        }
+    }
+
+    /// Waits for the background deletes of dropped acquires and guards.
+    pub async fn settled(&self) {
+        match self {
+            Lock::Mutex(m) => m.settled().await,
+            Lock::Rw { lock, .. } => lock.settled().await,
+            Lock::Limit(s) => s.settled().await,
+        }
+    }
+}
+
+/// The recipe family a queue node's name belongs to, if it looks like one.
+fn family(name: &str) -> Option<&'static str> {
+    const FAMILIES: [(&str, &str); 7] = [
+        ("__rlock__", "read/write lock"),
+        ("__lock__", "lock"),
+        ("__READ__", "read/write lock"),
+        ("__WRIT__", "read/write lock"),
+        ("-lease-", "semaphore"),
+        ("-latch-", "election"),
+        ("-lock-", "lock"),
+    ];
+    FAMILIES.iter().find(|(marker, _)| name.contains(marker)).map(|(_, family)| *family)
+}
+
+/// Refuses a path that holds another recipe's queue nodes: a mutex, a read/write lock and a
+/// semaphore on one path would not exclude each other. (A check at start, against mistakes; a
+/// contender of another kind arriving later is not seen.)
+pub async fn refuse_other_recipes(
+    conn: &Conn,
+    path: &str,
+    kind: Kind,
+    format: NodeFormat,
+) -> Result<(), Failure> {
+    zk_recipes::LockPath::new(path)?;
+    let children = match conn.client.list_children(path).await {
+        Ok(children) => children,
+        Err(zk_recipes::zookeeper_client::Error::NoNode) => return Ok(()),
+        Err(e) => {
+            return Err(zk_recipes::Error::ZooKeeper { op: "list", path: path.into(), source: e }.into())
+        }
+    };
+    let ours: &[&str] = match (kind, format) {
+        (Kind::Mutex, NodeFormat::Kazoo) => &["lock", "read/write lock"],
+        (Kind::Mutex, _) => &["lock"],
+        (Kind::Read | Kind::Write, NodeFormat::Kazoo) => &["lock", "read/write lock"],
+        (Kind::Read | Kind::Write, _) => &["read/write lock"],
+        (Kind::Limit(_), _) => &["semaphore"],
+    };
+    let (ours, hint) = (
+        ours,
+        match kind {
+            Kind::Mutex => "",
+            Kind::Read | Kind::Write => " (--shared/--exclusive)",
+            Kind::Limit(_) => " (--limit)",
+        },
+    );
+    if let Some(theirs) = children.iter().filter_map(|c| family(c)).find(|f| !ours.contains(f)) {
+        let how = match theirs {
+            "read/write lock" => "take it with --shared or --exclusive",
+            "semaphore" => "take it with --limit N",
+            "election" => "it is an election: use zklock elect",
+            _ => "take it without --shared, --exclusive or --limit",
+        };
+        return Err(Failure::new(
+            exit::USAGE,
+            format!("{path} holds {theirs} nodes, not this kind of lock{hint}: {how}"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn latch(conn: &Conn, path: &str, id: &str, format: NodeFormat) -> Result<LeaderLatch, Failure> {
+    Ok(LeaderLatch::with_options(conn.raw(), path, id, LatchOptions::new().format(format))?)
+}
+
+/// What kind of queue a path holds, for `status`, `ls`, `break` and `revoke`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    Lock,
+    Election,
+    ReadWrite,
+    Semaphore,
+}
+
+impl QueueKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueKind::Lock => "lock",
+            QueueKind::Election => "election",
+            QueueKind::ReadWrite => "read/write lock",
+            QueueKind::Semaphore => "semaphore",
+        }
+    }
+}
+
+/// The queue under `path`, read as a mutex, an election, a read/write lock or a semaphore
+/// (whichever kind of node is there), in `format` names and then in the other format's.
+pub async fn queue(
+    conn: &Conn,
+    path: &str,
+    format: NodeFormat,
+) -> Result<Option<(QueueKind, Vec<Participant>)>, Failure> {
+    let other = if format == NodeFormat::Kazoo { NodeFormat::Curator } else { NodeFormat::Kazoo };
+    for format in [format, other] {
+        let options = LockOptions::new().format(format);
+        let found = lock(conn, path, Kind::Mutex, options.clone())?.participants().await?;
+        if !found.is_empty() {
+            return Ok(Some((QueueKind::Lock, found)));
+        }
+        let found = latch(conn, path, "zklock-status", format)?.participants().await?;
+        if !found.is_empty() {
+            return Ok(Some((QueueKind::Election, found)));
+        }
+        let found = lock(conn, path, Kind::Read, options.clone())?.participants().await?;
+        if !found.is_empty() {
+            return Ok(Some((QueueKind::ReadWrite, found)));
+        }
+    }
+    // A semaphore keeps its maximum as the path's data; Curator names only.
+    if let Some(max) = semaphore_max(conn, path).await {
+        let found = lock(conn, path, Kind::Limit(max), LockOptions::new())?.participants().await?;
+        if !found.is_empty() {
+            return Ok(Some((QueueKind::Semaphore, found)));
+        }
+    }
+    Ok(None)
+}
+
+async fn semaphore_max(conn: &Conn, path: &str) -> Option<u32> {
+    let (data, _) = conn.client.get_data(path).await.ok()?;
+    std::str::from_utf8(&data).ok()?.trim().parse().ok().filter(|&n| n > 0)
+}
+
+/// The latest "confirmed contact" with the server: the send time of the latest request of ours
+/// that got a reply, kept fresh by a cheap heartbeat (`check_stat` on the root).
+///
+/// This stands in for the library's `Session::last_contact()` until it lands.
+#[derive(Clone)]
+pub struct Contact {
+    last: watch::Receiver<Option<Instant>>,
+    timeout: Duration,
+    _heartbeat: Arc<AbortOnDrop>,
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Contact {
+    /// Starts the heartbeat: one request at a time, every tenth of the negotiated timeout.
+    /// Returns once the first reply is in (within the session timeout, else the hold counts
+    /// as lost).
+    pub async fn start(conn: &Conn) -> Result<Contact, Failure> {
+        let client = conn.raw();
+        let timeout = client.session_timeout();
+        let every = (timeout / 10).max(Duration::from_millis(20));
+        let (tx, last) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            loop {
+                let sent = Instant::now();
+                if client.check_stat("/").await.is_ok() {
+                    tx.send_if_modified(|last| {
+                        let newer = last.map_or(true, |t| sent > t);
+                        if newer {
+                            *last = Some(sent);
+                        }
+                        newer
+                    });
+                }
+                tokio::time::sleep(every).await;
+            }
+        });
+        let mut contact = Contact { last, timeout, _heartbeat: Arc::new(AbortOnDrop(task)) };
+        if tokio::time::timeout(timeout, contact.changed()).await.is_err() {
+            return Err(Failure::new(exit::LOST, "no reply from ZooKeeper within the session timeout"));
+        }
+        Ok(contact)
+    }
+
+    /// The negotiated session timeout.
+    pub fn session_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Resolves when a new contact is recorded.
+    pub async fn changed(&mut self) {
+        if self.last.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn last_contact(&self) -> Option<Instant> {
+        *self.last.borrow()
+    }
+}
+
+/// The instant until which nobody else can hold what we hold: the latest confirmed contact
+/// plus the negotiated session timeout, or `None` when nothing is known (or the hold is lost).
+///
+/// The one call site the lead swaps for the library's `guard.safe_until()`.
+pub fn safe_until(contact: &Contact) -> Option<Instant> {
+    contact.last_contact().map(|t| t + contact.timeout)
+}
