@@ -119,7 +119,9 @@ impl LockGuard {
                 hold.retain()?;
                 Ok(LockGuard::new(hold.clone()))
             }
-            Held::All(members) => Ok(LockGuard::all(members.iter().map(LockGuard::reenter).collect::<Result<_>>()?)),
+            Held::All(members) => {
+                Ok(LockGuard::all(members.iter().map(LockGuard::reenter).collect::<Result<_>>()?))
+            }
         }
     }
 
@@ -153,7 +155,11 @@ impl LockGuard {
         }
         let mut members: Vec<_> = holds.iter().map(|h| h.status()).collect();
         let worst = |members: &mut Vec<watch::Receiver<LockStatus>>| {
-            members.iter_mut().map(|m| *m.borrow_and_update()).max_by_key(|s| rank(*s)).unwrap_or(LockStatus::Held)
+            members
+                .iter_mut()
+                .map(|m| *m.borrow_and_update())
+                .max_by_key(|s| rank(*s))
+                .unwrap_or(LockStatus::Held)
         };
         let (tx, rx) = watch::channel(worst(&mut members));
         tokio::spawn(async move {
@@ -271,7 +277,9 @@ async fn release_one(hold: Arc<Hold>) -> Result<()> {
             span,
         ),
     );
-    outcome.await.unwrap_or_else(|_| Err(Error::ConnectionLoss { op: "delete", path: hold.path().to_string() }))
+    outcome
+        .await
+        .unwrap_or_else(|_| Err(Error::ConnectionLoss { op: "delete", path: hold.path().to_string() }))
 }
 
 impl Drop for LockGuard {
@@ -341,9 +349,11 @@ impl<'a> FencedWriter<'a> {
         self.writer.commit().await.map_err(|e| match e {
             CheckWriteError::CheckFailed { .. } => Error::LockLost { path: lock.to_string() },
             CheckWriteError::RequestFailed { source } => Error::from_zk("fenced multi", lock, source),
-            CheckWriteError::OperationFailed { index, source } => {
-                Error::ZooKeeper { op: "fenced multi", path: format!("{lock} (operation {index})"), source: source.into() }
-            }
+            CheckWriteError::OperationFailed { index, source } => Error::ZooKeeper {
+                op: "fenced multi",
+                path: format!("{lock} (operation {index})"),
+                source: source.into(),
+            },
         })
     }
 }

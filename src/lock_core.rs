@@ -8,8 +8,8 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::metrics::Labels;
 use crate::hold::Hold;
+use crate::metrics::Labels;
 use crate::options::LockOptions;
 use crate::participants::{self, Participant};
 use crate::queue::{Admission, Decision, Entry, Queue};
@@ -170,8 +170,10 @@ impl LockCore {
                 Ok(Attempt::NotFree) => return Ok(None),
                 Ok(Attempt::OutOfTime) => return self.gave_up(wait),
                 Err(Error::SessionExpired) if !conn.session_closed() => {
-                    tracing::info!(generation = conn.generation,
-                        "the session expired while queued; queueing again on the new session");
+                    tracing::info!(
+                        generation = conn.generation,
+                        "the session expired while queued; queueing again on the new session"
+                    );
                 }
                 Err(Error::SessionExpired) => return Err(Error::SessionClosed),
                 Err(e) => return Err(e),
@@ -189,7 +191,8 @@ impl LockCore {
     }
 
     fn hold(&self, entry: Entry, turn: Option<OwnedMutexGuard<()>>) -> LockGuard {
-        let hold = Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn, self.labels.clone());
+        let hold =
+            Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn, self.labels.clone());
         tracing::Span::current().record("fencing_token", hold.fencing_token());
         tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&hold);
@@ -262,9 +265,8 @@ impl LockCore {
                 })
             }
             Err(e) => {
-                match by_deadline(deadline, entry.leave()).await {
-                    Some(Err(leave)) => tracing::debug!(error = %leave, "leaving after an error"),
-                    Some(Ok(())) | None => {}
+                if let Some(Err(leave)) = by_deadline(deadline, entry.leave()).await {
+                    tracing::debug!(error = %leave, "leaving after an error");
                 }
                 Err(e)
             }

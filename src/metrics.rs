@@ -41,10 +41,14 @@ impl Labels {
     /// An acquire ended: `outcome` is `acquired`, `busy`, `timeout`, `cancelled` or `error`.
     pub fn acquire_ended(&self, outcome: &'static str, waited: Duration) {
         let [recipe, role] = self.pairs();
-        metrics::counter!("zk_recipes_acquires_total", &[recipe.clone(), role.clone(), ("outcome", outcome.to_string())])
-            .increment(1);
+        metrics::counter!(
+            "zk_recipes_acquires_total",
+            &[recipe.clone(), role.clone(), ("outcome", outcome.to_string())]
+        )
+        .increment(1);
         if outcome == "acquired" {
-            metrics::histogram!("zk_recipes_acquire_wait_seconds", &[recipe, role]).record(waited.as_secs_f64());
+            metrics::histogram!("zk_recipes_acquire_wait_seconds", &[recipe, role])
+                .record(waited.as_secs_f64());
         }
     }
 
@@ -58,7 +62,8 @@ impl Labels {
 
     pub fn lost(&self, cause: &'static str) {
         let [recipe, role] = self.pairs();
-        metrics::counter!("zk_recipes_holds_lost_total", &[recipe, role, ("cause", cause.to_string())]).increment(1);
+        metrics::counter!("zk_recipes_holds_lost_total", &[recipe, role, ("cause", cause.to_string())])
+            .increment(1);
     }
 }
 

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::lock_core::{LockCore, LockSpec, Wait};

@@ -150,7 +150,8 @@ impl InterProcessReadWriteLock {
     pub async fn downgrade(&self, write: &LockGuard) -> Result<LockGuard> {
         let writer = write.node_path().rsplit_once('/').map(|(dir, name)| (dir, name.to_string()));
         let Some((dir, writer)) = writer.filter(|(dir, name)| {
-            *dir == self.path().as_str() && self.read.queue.scheme.parse(name).is_some_and(|n| n.marker == WRITER)
+            *dir == self.path().as_str()
+                && self.read.queue.scheme.parse(name).is_some_and(|n| n.marker == WRITER)
         }) else {
             return Err(Error::LockLost { path: self.path().to_string() });
         };

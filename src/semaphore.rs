@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{LockCore, LockSpec, Wait};
@@ -124,7 +123,8 @@ impl InterProcessSemaphore {
         queue.watch_own = options.revocable;
         queue.root_data = Some(std::sync::Arc::from(max_leases.to_string().into_bytes()));
         let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
-        let spec = LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
+        let spec =
+            LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
         Ok(InterProcessSemaphore { core: LockCore::new(queue, spec, &options), max: max_leases })
     }
 
@@ -270,7 +270,11 @@ mod tests {
         assert!(rule.announce_admission(&q, 3));
         assert!(!rule.announce_admission(&q, 4));
         // A large request at the front is not overtaken by a small one behind it.
-        let q = [node("a-w2-lease-0000000001", 1), node("b-w2-lease-0000000002", 2), node("c-w1-lease-0000000003", 3)];
+        let q = [
+            node("a-w2-lease-0000000001", 1),
+            node("b-w2-lease-0000000002", 2),
+            node("c-w1-lease-0000000003", 3),
+        ];
         assert_eq!(rule.decide(&q, 1), Decision::WaitAny { upto: 1 });
         assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 1, then_proceed: false });
     }

@@ -2,7 +2,6 @@
 
 use std::time::{Duration, Instant};
 
-
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::lock_core::{LockCore, Wait};
@@ -42,7 +41,9 @@ impl InterProcessSemaphoreMutex {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
-        Ok(InterProcessSemaphoreMutex { core: InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")? })
+        Ok(InterProcessSemaphoreMutex {
+            core: InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")?,
+        })
     }
 
     /// Waits until the lock is held (also when this handle already holds it: that waits).

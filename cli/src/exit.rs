@@ -55,7 +55,6 @@ impl From<zk_recipes::Error> for Failure {
             | E::FormatConflict { .. }
             | E::UnsupportedFormat { .. }
             | E::LeaseMaxMismatch { .. }
-            | E::UpgradeRefused { .. }
             | E::Tls { .. } => USAGE,
             E::LockLost { .. } | E::NodeDeleted { .. } => LOST,
             E::Timeout(_) => BUSY,

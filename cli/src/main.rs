@@ -322,7 +322,7 @@ async fn acquire(
         &id,
         lock.acquire(args.wait()),
         || lock.participants(),
-        conn.raw(),
+        conn.raw()?,
     );
     let got = tokio::select! {
         got = waiting => got?,
@@ -408,10 +408,7 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
             return Err(e);
         }
     };
-    let safe_until = || match guard.current_status() {
-        LockStatus::Lost => None,
-        _ => zk::safe_until(&contact),
-    };
+    let safe_until = || guard.safe_until();
     let mut status = guard.status();
     let revoked = async move {
         let _ = status.wait_for(|s| *s == LockStatus::RevocationRequested).await;
@@ -502,7 +499,7 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
         &id,
         latch.await_leadership(),
         || latch.participants(),
-        conn.raw(),
+        conn.raw()?,
     );
     let token = tokio::select! {
         token = waiting => token?,
@@ -537,7 +534,7 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let lost = async move {
         let _ = changes.wait_for(|l| *l == zk_recipes::Leadership::NotLeader).await;
     };
-    let safe_until = || if latch.has_leadership() { zk::safe_until(&contact) } else { None };
+    let safe_until = || if latch.has_leadership() { contact.session_safe_until() } else { None };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
     let ended = child::supervise(group, lost, std::future::pending(), safety, stops).await?;
     latch.close().await;

@@ -75,10 +75,12 @@ pub async fn break_lock(
     if !yes && !confirm(&question) {
         return Err(Failure::new(exit::NOTHING, "not confirmed; nothing deleted"));
     }
-    match conn.raw().delete(&full, None).await {
+    match conn.raw()?.delete(&full, None).await {
         Ok(()) => {}
         Err(ZkError::NoNode) => return Err(Failure::new(exit::NOTHING, format!("{full} is already gone"))),
-        Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "delete", path: full, source: e }.into()),
+        Err(e) => {
+            return Err(zk_recipes::Error::ZooKeeper { op: "delete", path: full, source: e.into() }.into())
+        }
     }
     let broken =
         Broken { path: path.to_string(), node: full, holder: victim.id.clone(), fencing_token: victim.czxid };
@@ -103,7 +105,7 @@ struct Asked {
 pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
     zk_recipes::LockPath::new(path)?;
     let queue = zk::queue(conn, path, format).await?.map(|(_, q)| q).unwrap_or_default();
-    let client = conn.raw();
+    let client = conn.raw()?;
     let mut asked = Vec::new();
     for holder in queue.iter().filter(|p| p.is_holder) {
         let full = format!("{path}/{}", holder.node);
@@ -126,8 +128,9 @@ pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> 
 
 /// A one-shot watch on the children of `path`, or on its creation if it does not exist.
 async fn watch_children(client: &Client, path: &str) -> Result<OneshotWatcher, Failure> {
-    let failed =
-        |e| -> Failure { zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e }.into() };
+    let failed = |e: ZkError| -> Failure {
+        zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e.into() }.into()
+    };
     match client.list_and_watch_children(path).await {
         Ok((_, watcher)) => Ok(watcher),
         Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
@@ -154,7 +157,7 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
-    let client = conn.raw();
+    let client = conn.raw()?;
     let latch = zk::latch(conn, path, "zklock-observe", format)?;
     let mut last: Option<Leader> = None;
     // Arm the children watch *before* listing, so that a node arriving in between is seen.
@@ -195,7 +198,12 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
                     Ok((Some(_), watcher)) => watcher,
                     Ok((None, _)) => continue,
                     Err(e) => {
-                        return Err(zk_recipes::Error::ZooKeeper { op: "watch", path: node, source: e }.into())
+                        return Err(zk_recipes::Error::ZooKeeper {
+                            op: "watch",
+                            path: node,
+                            source: e.into(),
+                        }
+                        .into())
                     }
                 }
             }

@@ -144,14 +144,14 @@ pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<L
     if prefix != "/" {
         zk_recipes::LockPath::new(prefix)?;
     }
-    let client = conn.raw();
+    let client = conn.raw()?;
     let mut found = Vec::new();
     let mut stack = vec![prefix.to_string()];
     while let Some(path) = stack.pop() {
         let mut children = match client.list_children(&path).await {
             Ok(children) => children,
             Err(ZkError::NoNode) => continue,
-            Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "list", path, source: e }.into()),
+            Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "list", path, source: e.into() }.into()),
         };
         children.sort();
         if children.iter().any(|c| is_queue_node(c)) {

@@ -1,18 +1,13 @@
-//! Every place `zklock` connects to ZooKeeper or builds a recipe, in one module.
-//!
-//! When `zk_recipes::Session` lands, this is the only module that changes: `connect` becomes
-//! `Session::connect_with(connect, &options)`, the constructors below take `&Session`,
-//! [`Conn::raw`] becomes `session.client()`, and [`safe_until`] becomes `guard.safe_until()` (or
-//! `session.safe_until()` for leadership).
+//! Every place `zklock` connects to ZooKeeper or builds a recipe, in one module: one
+//! `zk_recipes::Session` per run, every recipe built from it.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
     ConnectOptions, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions,
-    LeaderLatch, LockGuard, LockOptions, NodeFormat, Participant, TlsConfig,
+    LeaderLatch, LockGuard, LockOptions, NodeFormat, Participant, Session, TlsConfig,
 };
 
 use crate::exit::{self, Failure};
@@ -27,16 +22,16 @@ pub struct Target<'a> {
     pub tls: Option<TlsConfig>,
 }
 
-/// A connection: today a raw client, tomorrow a `zk_recipes::Session`.
+/// The session every recipe of this run is built from.
 #[derive(Clone)]
 pub struct Conn {
-    client: Client,
+    session: Session,
 }
 
 impl Conn {
     /// The current raw client, for reads the recipes do not offer (watches, `ls`, `break`).
-    pub fn raw(&self) -> Client {
-        self.client.clone()
+    pub fn raw(&self) -> Result<Client, Failure> {
+        Ok(self.session.client()?)
     }
 }
 
@@ -48,7 +43,7 @@ pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     if let Some(tls) = target.tls {
         options = options.tls(tls);
     }
-    Ok(Conn { client: zk_recipes::connect_with(connect, &options).await? })
+    Ok(Conn { session: Session::connect_with(connect, &options).await? })
 }
 
 /// Which lock `run` and `hold` take.
@@ -79,16 +74,19 @@ pub enum Lock {
     Limit(Box<InterProcessSemaphore>),
 }
 
+/// A lock of `kind` on `path`. Revocable: the holder watches its node, so `zklock revoke` and
+/// `zklock break` reach it at once.
 pub fn lock(conn: &Conn, path: &str, kind: Kind, options: LockOptions) -> Result<Lock, Failure> {
-    let client = conn.raw();
+    let session = &conn.session;
+    let options = options.revocable(true);
     Ok(match kind {
-        Kind::Mutex => Lock::Mutex(InterProcessMutex::with_options(client, path, options)?),
+        Kind::Mutex => Lock::Mutex(InterProcessMutex::with_options(session, path, options)?),
         Kind::Read | Kind::Write => Lock::Rw {
-            lock: InterProcessReadWriteLock::with_options(client, path, options)?,
+            lock: InterProcessReadWriteLock::with_options(session, path, options)?,
             read: kind == Kind::Read,
         },
         Kind::Limit(n) => {
-            Lock::Limit(Box::new(InterProcessSemaphore::with_options(client, path, n, options)?))
+            Lock::Limit(Box::new(InterProcessSemaphore::with_options(session, path, n, options)?))
         }
     })
 }
@@ -162,11 +160,13 @@ pub async fn refuse_other_recipes(
     format: NodeFormat,
 ) -> Result<(), Failure> {
     zk_recipes::LockPath::new(path)?;
-    let children = match conn.client.list_children(path).await {
+    let children = match conn.raw()?.list_children(path).await {
         Ok(children) => children,
         Err(zk_recipes::zookeeper_client::Error::NoNode) => return Ok(()),
         Err(e) => {
-            return Err(zk_recipes::Error::ZooKeeper { op: "list", path: path.into(), source: e }.into())
+            return Err(
+                zk_recipes::Error::ZooKeeper { op: "list", path: path.into(), source: e.into() }.into()
+            )
         }
     };
     let ours: &[&str] = match (kind, format) {
@@ -200,7 +200,7 @@ pub async fn refuse_other_recipes(
 }
 
 pub fn latch(conn: &Conn, path: &str, id: &str, format: NodeFormat) -> Result<LeaderLatch, Failure> {
-    Ok(LeaderLatch::with_options(conn.raw(), path, id, LatchOptions::new().format(format))?)
+    Ok(LeaderLatch::with_options(&conn.session, path, id, LatchOptions::new().format(format))?)
 }
 
 /// What kind of queue a path holds, for `status`, `ls`, `break` and `revoke`.
@@ -257,63 +257,36 @@ pub async fn queue(
 }
 
 async fn semaphore_max(conn: &Conn, path: &str) -> Option<u32> {
-    let (data, _) = conn.client.get_data(path).await.ok()?;
+    let (data, _) = conn.raw().ok()?.get_data(path).await.ok()?;
     std::str::from_utf8(&data).ok()?.trim().parse().ok().filter(|&n| n > 0)
 }
 
-/// The latest "confirmed contact" with the server: the send time of the latest request of ours
-/// that got a reply, kept fresh by a cheap heartbeat (`check_stat` on the root).
-///
-/// This stands in for the library's `Session::last_contact()` until it lands.
+/// The latest "confirmed contact" with the server: the send time of the latest request of the
+/// session that got a reply (`Session::contacts`, kept fresh by the session's own beat).
 #[derive(Clone)]
 pub struct Contact {
     last: watch::Receiver<Option<Instant>>,
-    timeout: Duration,
-    _heartbeat: Arc<AbortOnDrop>,
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    session: Session,
 }
 
 impl Contact {
-    /// Starts the heartbeat: one request at a time, every tenth of the negotiated timeout.
-    /// Returns once the first reply is in (within the session timeout, else the hold counts
-    /// as lost).
+    /// Follows the session's contacts; returns once one is known (within the session timeout,
+    /// else the hold counts as lost).
     pub async fn start(conn: &Conn) -> Result<Contact, Failure> {
-        let client = conn.raw();
-        let timeout = client.session_timeout();
-        let every = (timeout / 10).max(Duration::from_millis(20));
-        let (tx, last) = watch::channel(None);
-        let task = tokio::spawn(async move {
-            loop {
-                let sent = Instant::now();
-                if client.check_stat("/").await.is_ok() {
-                    tx.send_if_modified(|last| {
-                        let newer = last.map_or(true, |t| sent > t);
-                        if newer {
-                            *last = Some(sent);
-                        }
-                        newer
-                    });
-                }
-                tokio::time::sleep(every).await;
-            }
-        });
-        let mut contact = Contact { last, timeout, _heartbeat: Arc::new(AbortOnDrop(task)) };
-        if tokio::time::timeout(timeout, contact.changed()).await.is_err() {
+        let session = conn.session.clone();
+        let mut last = session.contacts();
+        let known = tokio::time::timeout(session.session_timeout(), last.wait_for(Option::is_some))
+            .await
+            .map(|r| r.is_ok());
+        if known != Ok(true) {
             return Err(Failure::new(exit::LOST, "no reply from ZooKeeper within the session timeout"));
         }
-        Ok(contact)
+        Ok(Contact { last, session })
     }
 
     /// The negotiated session timeout.
     pub fn session_timeout(&self) -> Duration {
-        self.timeout
+        self.session.session_timeout()
     }
 
     /// Resolves when a new contact is recorded.
@@ -323,15 +296,8 @@ impl Contact {
         }
     }
 
-    fn last_contact(&self) -> Option<Instant> {
-        *self.last.borrow()
+    /// The session's safe window (for leadership: the latch lives in this session).
+    pub fn session_safe_until(&self) -> Option<Instant> {
+        self.session.safe_until()
     }
-}
-
-/// The instant until which nobody else can hold what we hold: the latest confirmed contact
-/// plus the negotiated session timeout, or `None` when nothing is known (or the hold is lost).
-///
-/// The one call site the lead swaps for the library's `guard.safe_until()`.
-pub fn safe_until(contact: &Contact) -> Option<Instant> {
-    contact.last_contact().map(|t| t + contact.timeout)
 }

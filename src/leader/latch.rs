@@ -128,7 +128,12 @@ impl LeaderLatch {
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn with_options(session: &Session, path: &str, id: &str, options: LatchOptions) -> Result<LeaderLatch> {
+    pub fn with_options(
+        session: &Session,
+        path: &str,
+        id: &str,
+        options: LatchOptions,
+    ) -> Result<LeaderLatch> {
         let root = LockPath::new(path)?;
         let life = Lifecycle::new(root.as_str());
         let (scheme, marker) = match options.format {
@@ -136,7 +141,8 @@ impl LeaderLatch {
             kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
         };
         let queue = Queue::new(session, root, scheme).with_acls(options.acls.clone());
-        let inner = Inner { queue, marker, id: id.to_string(), policy: options.policy, role: options.role, life };
+        let inner =
+            Inner { queue, marker, id: id.to_string(), policy: options.policy, role: options.role, life };
         Ok(LeaderLatch { inner: Arc::new(inner) })
     }
 
@@ -296,6 +302,8 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         if inner.queue.session.is_closed() {
             return Err(Error::SessionClosed);
         }
-        tracing::info!("leadership lost (our node was deleted or the session expired); rejoining the election");
+        tracing::info!(
+            "leadership lost (our node was deleted or the session expired); rejoining the election"
+        );
     }
 }

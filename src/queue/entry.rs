@@ -244,7 +244,13 @@ impl Entry {
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
     pub fn into_parts(mut self) -> (Conn, String, i64, Option<PendingEvent>, bool) {
         self.disarm();
-        (self.conn.clone(), std::mem::take(&mut self.path), self.czxid, self.own_event.take(), self.revoke_requested)
+        (
+            self.conn.clone(),
+            std::mem::take(&mut self.path),
+            self.czxid,
+            self.own_event.take(),
+            self.revoke_requested,
+        )
     }
 }
 

@@ -203,7 +203,8 @@ impl Queue {
                 Err(e) => return Err(Error::from_zk("get", root, e)),
             };
             if data.is_empty() {
-                match retry::on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await {
+                match retry::on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await
+                {
                     Ok(_) => return Ok(Ok(())),
                     Err(ZkError::BadVersion) => continue,
                     Err(e) => return Err(Error::from_zk("store root data", root, e)),
@@ -340,14 +341,18 @@ impl Queue {
                     return self.admitted(entry, rule, &queue, me).await;
                 }
                 Decision::Wait { on, .. } => vec![self.root.child(&queue[on].name)],
-                Decision::WaitAny { upto } => queue[..upto].iter().map(|n| self.root.child(&n.name)).collect(),
+                Decision::WaitAny { upto } => {
+                    queue[..upto].iter().map(|n| self.root.child(&n.name)).collect()
+                }
             };
             tracing::debug!(position = me, watching = watched.len(), "waiting");
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
             // Only while our own node is watched: else its deletion by someone else would go
             // unnoticed, and we would take the lock without a node.
             let own_watched = entry.own_event.is_some();
-            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted, true) = (decision, woke, own_watched) {
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted, true) =
+                (decision, woke, own_watched)
+            {
                 self.counters.bump(Count::RelistSaved);
                 tracing::debug!("node ahead was the head: admitted without listing again");
                 return Ok(());
@@ -357,7 +362,13 @@ impl Queue {
     }
 
     /// Tells waiters behind us that we were admitted, when the rule asks for it.
-    pub async fn admitted(&self, entry: &mut Entry, rule: &dyn Admission, queue: &[QueueNode], me: usize) -> Result<()> {
+    pub async fn admitted(
+        &self,
+        entry: &mut Entry,
+        rule: &dyn Admission,
+        queue: &[QueueNode],
+        me: usize,
+    ) -> Result<()> {
         if rule.announce_admission(queue, me) {
             let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
             match retry::on_connection_loss(|| client.set_data(&path, &data, None)).await {

@@ -80,8 +80,10 @@ pub(crate) struct Shared {
     events: broadcast::Sender<SessionStatus>,
     closing: watch::Sender<bool>,
     closed: AtomicBool,
-    /// Nanoseconds since `epoch` of the send time of our latest answered request, per generation.
+    /// The generation and send time of our latest answered request.
     contact: Mutex<(u64, Option<Instant>)>,
+    /// The same send time, as a channel (`None` between sessions).
+    contacts: watch::Sender<Option<Instant>>,
     /// The negotiated timeout of the current generation, in milliseconds.
     timeout_ms: AtomicU64,
     /// Our live ephemeral nodes (paths), deleted at once on close.
@@ -140,6 +142,7 @@ impl Session {
             closing,
             closed: AtomicBool::new(false),
             contact: Mutex::new((1, None)),
+            contacts: watch::channel(None).0,
             timeout_ms: AtomicU64::new(0),
             nodes: Mutex::default(),
             supervisor: Mutex::new(None),
@@ -225,6 +228,12 @@ impl Session {
         self.handle.shared.last_contact(self.generation())
     }
 
+    /// [`Session::last_contact`] as a channel: it changes with every answered beat (and goes to
+    /// `None` when a new session starts), for a watchdog that must act when answers stop coming.
+    pub fn contacts(&self) -> watch::Receiver<Option<Instant>> {
+        self.handle.shared.contacts.subscribe()
+    }
+
     /// The instant before which the server cannot expire the current session:
     /// [`Session::last_contact`] plus the negotiated timeout. It carries **no margin**: subtract
     /// your own (scheduling delays, the time it takes to stop what you run). `None` before the
@@ -270,6 +279,7 @@ impl Shared {
     fn install(self: &Arc<Self>, client: Client, generation: u64) -> Conn {
         self.timeout_ms.store(client.session_timeout().as_millis() as u64, Ordering::SeqCst);
         *lock(&self.contact) = (generation, None);
+        self.contacts.send_replace(None);
         let conn = Conn::new(client, generation, self);
         *lock(&self.current) = Some(conn.clone());
         conn
@@ -323,6 +333,7 @@ impl Shared {
         let mut contact = lock(&self.contact);
         if contact.0 == generation && contact.1.is_none_or(|last| last < sent) {
             contact.1 = Some(sent);
+            self.contacts.send_replace(Some(sent));
         }
     }
 

@@ -8,7 +8,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zookeeper_client::SessionState;
 
-use super::{lock, ConnectionState, Conn, Shared};
+use super::{lock, Conn, ConnectionState, Shared};
 use crate::connect::open_client;
 
 /// How one generation ended.
@@ -25,8 +25,11 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
         if let Ended::Closed = serve(&shared, &conn, &mut closing).await {
             break;
         }
-        tracing::warn!(generation, session = format_args!("{:#x}", conn.client.session_id().0),
-            "session expired; starting a new one");
+        tracing::warn!(
+            generation,
+            session = format_args!("{:#x}", conn.client.session_id().0),
+            "session expired; starting a new one"
+        );
         *lock(&shared.current) = None;
         lock(&shared.nodes).clear();
         drop(conn);
@@ -34,8 +37,11 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
         match renew(&shared, &mut closing).await {
             Some(client) => {
                 conn = shared.install(client, generation + 1);
-                tracing::info!(generation = generation + 1,
-                    session = format_args!("{:#x}", conn.client.session_id().0), "new session");
+                tracing::info!(
+                    generation = generation + 1,
+                    session = format_args!("{:#x}", conn.client.session_id().0),
+                    "new session"
+                );
                 shared.publish(ConnectionState::Connected, generation + 1);
             }
             None => break,
@@ -105,7 +111,10 @@ fn is_session_end(e: &zookeeper_client::Error) -> bool {
 }
 
 /// Starts a new session, backing off between failed attempts; `None` once closed.
-async fn renew(shared: &Arc<Shared>, closing: &mut watch::Receiver<bool>) -> Option<zookeeper_client::Client> {
+async fn renew(
+    shared: &Arc<Shared>,
+    closing: &mut watch::Receiver<bool>,
+) -> Option<zookeeper_client::Client> {
     let (initial, max) = shared.options.backoff;
     let mut delay = initial;
     loop {
