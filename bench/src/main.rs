@@ -149,13 +149,10 @@ impl Plan {
 
     /// Expected seconds for a step: its measured time plus setup (process start, sessions).
     fn cost(&self, step: Step) -> f64 {
-        let setup = |p: Peer, sessions: usize| {
-            sessions as f64 * 0.01
-                + match p {
-                    Peer::Curator => 1.5,
-                    Peer::Kazoo => 0.6,
-                    _ => 0.1,
-                }
+        let setup = |p: Peer, sessions: usize| match p {
+            Peer::Curator => 1.5 + sessions as f64 * 0.08,
+            Peer::Kazoo => 0.6 + sessions as f64 * 0.01,
+            _ => 0.1 + sessions as f64 * 0.005,
         };
         let warm = self.secs.min(1.0);
         match step {
@@ -273,7 +270,6 @@ async fn after_reaper(
 
 async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     let steps = plan.steps();
-    let mut progress = Progress::new(steps.iter().map(|s| plan.cost(*s)).collect());
     eprintln!(
         "zk-bench: {} steps, {} s per run, {} repeat(s); starting ZooKeeper...",
         steps.len(),
@@ -281,6 +277,7 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         plan.repeats
     );
     let mut standalone = Some(ZkCluster::start(server_config(1, 768)).await.map_err(|e| e.to_string())?);
+    let mut progress = Progress::new(steps.iter().map(|s| plan.cost(*s)).collect());
     let zk_version = match &standalone {
         Some(zk) => zk.mntr(0).await.ok().and_then(|m| m.0.get("zk_version").cloned()).unwrap_or_default(),
         None => String::new(),

@@ -6,6 +6,9 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+/// Seconds of planned cost counted as already on pace, to damp early estimates.
+const SMOOTHING: f64 = 10.0;
+
 pub struct Progress {
     costs: Vec<f64>,
     done: usize,
@@ -23,7 +26,8 @@ impl Progress {
     pub fn left_secs(&self) -> f64 {
         let done: f64 = self.costs[..self.done].iter().sum();
         let ahead: f64 = self.costs[self.done..].iter().sum();
-        let pace = if done > 0.0 { self.started.elapsed().as_secs_f64() / done } else { 1.0 };
+        // Smoothed: the first steps alone (process starts, JIT) would swing the estimate.
+        let pace = (self.started.elapsed().as_secs_f64() + SMOOTHING) / (done + SMOOTHING);
         ahead * pace
     }
 
@@ -31,7 +35,13 @@ impl Progress {
     pub fn step(&mut self, what: &str) {
         let left = self.left_secs();
         self.done = (self.done + 1).min(self.costs.len());
-        let line = format!("[{}/{}, ~{} left] {what}", self.done, self.costs.len(), mm_ss(left));
+        let line = format!(
+            "[{}/{}, {} in, ~{} left] {what}",
+            self.done,
+            self.costs.len(),
+            mm_ss(self.started.elapsed().as_secs_f64()),
+            mm_ss(left)
+        );
         let mut err = std::io::stderr();
         if self.tty {
             let _ = write!(err, "\r\x1b[2K{line}");
