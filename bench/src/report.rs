@@ -159,8 +159,14 @@ pub fn num(x: f64, decimals: usize) -> String {
 pub fn cell(spread: Option<Spread>, decimals: usize) -> String {
     match spread {
         None => "–".into(),
-        Some(s) if s.count == 1 || s.min == s.max => num(s.median, decimals),
-        Some(s) => format!("{} ({}–{})", num(s.median, decimals), num(s.min, decimals), num(s.max, decimals)),
+        Some(s) => {
+            let (median, min, max) = (num(s.median, decimals), num(s.min, decimals), num(s.max, decimals));
+            if s.count == 1 || min == max {
+                median
+            } else {
+                format!("{median} ({min}–{max})")
+            }
+        }
     }
 }
 
@@ -242,6 +248,7 @@ pub fn bars(
     title: &str,
     y_label: &str,
     references: &[f64],
+    legend: SeriesLabelPosition,
     path: &Path,
 ) -> Result<(), String> {
     let mut peers: Vec<Peer> = groups.iter().flat_map(|(_, v)| v.iter().map(|(p, _)| *p)).collect();
@@ -304,7 +311,7 @@ pub fn bars(
         .configure_series_labels()
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend)
         .draw()
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
@@ -323,5 +330,6 @@ mod tests {
         assert_eq!(cell(s, 0), "2,900 (2,801–3,010)");
         assert_eq!(cell(Spread::of([5.0]), 1), "5.0");
         assert_eq!(cell(None, 0), "–");
+        assert_eq!(cell(Spread::of([9.01, 8.99]), 1), "9.0");
     }
 }

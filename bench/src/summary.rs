@@ -381,6 +381,7 @@ pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
         "zk-recipes ÷ each peer, operations per second (lines at 1 and 1.2)",
         "ratio (above 1: zk-recipes faster)",
         &[1.0, 1.2],
+        plotters::chart::SeriesLabelPosition::UpperRight,
         &out.join("ratios.png"),
     )?;
     let cpu_groups: Vec<(String, Vec<(Peer, f64)>)> = lines(plan)
@@ -399,6 +400,7 @@ pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
         "Client CPU per operation (user + system)",
         "µs per cycle or handoff",
         &[],
+        plotters::chart::SeriesLabelPosition::UpperLeft,
         &out.join("cpu.png"),
     )?;
     report::plot(
