@@ -1,56 +1,192 @@
 //! `zk-bench`: zk-recipes side by side with Curator, kazoo, `zookeeper-client`'s `LockClient`
-//! and the naive recipe, on one fresh local ZooKeeper, in one run.
+//! and the naive recipe, on fresh local ZooKeeper servers (a standalone one, then a 3-node
+//! ensemble), in one run.
 //!
 //! ```text
-//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R]
+//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
 //! ```
-//! Writes `target/bench-report/{results.csv,summary.md,herd.png,handoffs.png}`. `--quick` runs
-//! every scenario for a moment as a smoke test: it checks that every peer produced numbers and
-//! that mutual exclusion held, and asserts nothing about speed.
+//! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` and the plots
+//! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`. `--quick` runs every scenario for a
+//! moment as a smoke test: it checks that every peer produced numbers, that mutual exclusion held
+//! and that the semaphore never admitted more than its leases; it asserts nothing about speed.
 
 mod clock;
 mod driver;
+mod ours;
 mod peers;
+mod progress;
 mod report;
+mod setup;
 mod stats;
+mod summary;
 
-use std::fmt::Write as _;
-use std::io::Write as IoWrite;
 use std::path::PathBuf;
-use std::time::Instant;
 
-use peers::Peer;
-use report::Row;
+use clap::{Parser, Subcommand};
+use peers::{Peer, FRESH};
+use progress::Progress;
+use report::{Groups, Row};
 use zk_testcluster::{ClusterConfig, ZkCluster};
 
+/// The lock peers, in the report's order.
 const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo];
+/// The peers of the 3-node ensemble scenarios.
+const ENSEMBLE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator];
+/// How often the servers' container reaper looks for empty containers (ZooKeeper's default is a
+/// minute), and how many it may delete per minute (high enough that it never pauses).
+const REAPER_INTERVAL_MS: u64 = 500;
+const REAPER_MAX_PER_MINUTE: u64 = 600_000;
 
-struct Plan {
-    secs: f64,
-    repeats: usize,
-    ns: Vec<usize>,
-    many_locks: usize,
-    many_tasks: usize,
-    scale_waiters: usize,
+/// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
+/// LockClient and the naive one-node recipe, on throwaway local ZooKeeper servers (a standalone
+/// server, then a 3-node ensemble), in one run.
+///
+/// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
+/// /usr/bin/python3 with kazoo (scripts/ensure-peers installs both on Debian/Ubuntu).
+#[derive(Parser, Debug)]
+#[command(name = "zk-bench", version, args_conflicts_with_subcommands = true)]
+struct Args {
+    /// Every scenario for a moment, as a smoke test (0.5 s runs, 1 repeat): checks that every
+    /// peer produced numbers and that no two holds overlapped; asserts nothing about speed.
+    #[arg(long)]
     quick: bool,
+    /// Seconds per measured run [default: 5, or 0.5 with --quick].
+    #[arg(long, value_name = "S", value_parser = positive_secs)]
+    seconds: Option<f64>,
+    /// Repeats of every measured scenario; the report shows the median and min–max [default: 3,
+    /// or 1 with --quick].
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeats: Option<u32>,
+    /// Where the report goes [default: target/bench-report].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Leave out a peer that can't run here (and say so in the report) instead of stopping.
+    #[arg(long)]
+    skip_missing: bool,
+    /// Never run scripts/ensure-peers to install a missing peer; only say what to run.
+    #[arg(long)]
+    no_install: bool,
+    #[command(subcommand)]
+    child: Option<ChildCommand>,
 }
 
-struct Progress {
-    done: usize,
-    total: usize,
-    started: Instant,
+#[derive(Subcommand, Debug)]
+enum ChildCommand {
+    /// (internal) One side of the scale scenario, in its own process.
+    #[command(hide = true)]
+    ScaleChild { peer: String, connect: String, path: String, waiters: usize },
 }
 
-impl Progress {
-    fn step(&mut self, what: &str) {
-        self.done += 1;
-        eprint!(
-            "\r\x1b[2K[{}/{}, {:.0} s] {what}",
-            self.done,
-            self.total,
-            self.started.elapsed().as_secs_f64()
-        );
-        let _ = IoWrite::flush(&mut std::io::stderr());
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 3600.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number of seconds in (0, 3600]")),
+    }
+}
+
+pub struct Plan {
+    pub quick: bool,
+    pub secs: f64,
+    pub repeats: usize,
+    pub ns: Vec<usize>,
+    pub many_locks: usize,
+    pub many_tasks: usize,
+    pub order_tasks: usize,
+    pub sem_leases: u32,
+    pub sem_contenders: usize,
+    pub ensemble_n: usize,
+    pub scale_waiters: usize,
+    pub peers: Vec<Peer>,
+    pub skipped: Skipped,
+}
+
+/// One step of the run, in order.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Warmup(Peer),
+    RawWrite,
+    Uncontended(usize, Peer),
+    Contended(usize, usize, Peer),
+    ManyLocks(usize, Peer),
+    PerOrder(usize, Peer),
+    Semaphore(usize),
+    Scale(Peer),
+    EnsembleStart,
+    EnsembleWarmup(Peer),
+    EnsembleUncontended(usize, Peer),
+    EnsembleContended(usize, Peer),
+}
+
+impl Plan {
+    fn steps(&self) -> Vec<Step> {
+        let has = |p: &Peer| self.peers.contains(p);
+        // Warm-ups steady the numbers; a smoke test (--quick) needs none.
+        let warm = !self.quick;
+        let mut steps: Vec<Step> =
+            LOCK_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::Warmup(p)).collect();
+        steps.push(Step::RawWrite);
+        for r in 0..self.repeats {
+            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
+            for &n in &self.ns {
+                let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
+                steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
+            }
+            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
+            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
+            steps.push(Step::Semaphore(r));
+        }
+        steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
+        steps.push(Step::EnsembleStart);
+        steps.extend(ENSEMBLE_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::EnsembleWarmup(p)));
+        for r in 0..self.repeats {
+            for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
+                steps.push(Step::EnsembleUncontended(r, p));
+                steps.push(Step::EnsembleContended(r, p));
+            }
+        }
+        steps
+    }
+
+    /// Expected seconds for a step: its measured time plus setup (process start, sessions).
+    fn cost(&self, step: Step) -> f64 {
+        let setup = |p: Peer, sessions: usize| match p {
+            Peer::Curator => 1.5 + sessions as f64 * 0.08,
+            Peer::Kazoo => 0.6 + sessions as f64 * 0.01,
+            _ => 0.1 + sessions as f64 * 0.005,
+        };
+        let warm = self.secs.min(1.0);
+        match step {
+            Step::Warmup(p) | Step::EnsembleWarmup(p) => warm + setup(p, 8),
+            Step::RawWrite => self.secs.min(3.0),
+            Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) => self.secs + setup(p, 1),
+            Step::Contended(_, n, p) => self.secs + setup(p, n),
+            Step::EnsembleContended(_, p) => self.secs + setup(p, self.ensemble_n),
+            Step::ManyLocks(_, p) => self.secs + setup(p, 1),
+            Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
+            Step::Semaphore(_) => self.secs + setup(Peer::ZkRecipes, self.sem_contenders),
+            Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
+            Step::EnsembleStart => 8.0,
+        }
+    }
+}
+
+fn describe(step: Step, plan: &Plan) -> String {
+    let rep = |r: usize| format!("repeat {}/{}", r + 1, plan.repeats);
+    match step {
+        Step::Warmup(p) => format!("warm-up · {}", p.name()),
+        Step::RawWrite => "raw create → delete loop".into(),
+        Step::Uncontended(r, p) => format!("uncontended · {} · {}", p.name(), rep(r)),
+        Step::Contended(r, n, p) => format!("contended N={n} · {} · {}", p.name(), rep(r)),
+        Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
+        Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
+        Step::Semaphore(r) => format!("semaphore · {} · {}", Peer::ZkRecipes.name(), rep(r)),
+        Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
+        Step::EnsembleStart => "starting a 3-node ensemble".into(),
+        Step::EnsembleWarmup(p) => format!("ensemble warm-up · {}", p.name()),
+        Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
+        Step::EnsembleContended(r, p) => {
+            format!("ensemble contended N={} · {} · {}", plan.ensemble_n, p.name(), rep(r))
+        }
     }
 }
 
@@ -58,8 +194,8 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-/// A row from a contended run: rate, packets per operation, overlaps, and the p50/p99 of the
-/// latencies `latencies` derives from the (sorted) holds.
+/// A row from a contended run: rate, packets and CPU per operation, overlaps, and the p50/p99
+/// of the latencies `latencies` derives from the (sorted) holds.
 fn measured(
     scenario: &'static str,
     peer: Peer,
@@ -70,113 +206,193 @@ fn measured(
 ) -> Row {
     let overlaps = stats::overlaps(&mut c.holds);
     let mut lat = latencies(&c.holds);
+    let ops = c.holds.len().max(1) as f64;
     Row {
-        scenario,
-        peer,
-        n,
-        repeat,
-        rate: c.holds.len() as f64 / c.secs,
         p50_us: us(stats::percentile(&mut lat, 50.0)),
         p99_us: us(stats::percentile(&mut lat, 99.0)),
-        packets_per_op: c.packets as f64 / c.holds.len().max(1) as f64,
+        packets_per_op: c.packets as f64 / ops,
         overlaps,
-        extra: 0.0,
+        cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
+        ..Row::new(scenario, peer, n, repeat, c.holds.len() as f64 / c.secs)
+    }
+}
+
+fn cycled(scenario: &'static str, peer: Peer, n: usize, repeat: usize, c: &peers::Cycles) -> Row {
+    let ops = c.count.max(1) as f64;
+    Row {
+        packets_per_op: c.packets as f64 / ops,
+        cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
+        ..Row::new(scenario, peer, n, repeat, c.count as f64 / c.secs)
+    }
+}
+
+fn server_config(nodes: usize, heap_mb: u32) -> ClusterConfig {
+    ClusterConfig {
+        nodes,
+        max_client_cnxns: 0,
+        force_sync: false,
+        heap_mb,
+        jvm_properties: vec![
+            ("znode.container.checkIntervalMs".into(), REAPER_INTERVAL_MS.to_string()),
+            ("znode.container.maxPerMinute".into(), REAPER_MAX_PER_MINUTE.to_string()),
+        ],
+        ..ClusterConfig::default()
+    }
+}
+
+/// Waits for the container reaper to finish with the subtree at `root`: until it is gone, or
+/// its size has not changed for 3 s (six reaper passes), at most 60 s. Returns the nodes left
+/// and the seconds until the last change.
+async fn after_reaper(
+    probe: &zk_recipes::zookeeper_client::Client,
+    root: &str,
+) -> Result<(u64, f64), String> {
+    let start = clock::now_ns();
+    let secs = |t: u64| (t - start) as f64 / 1e9;
+    let mut last = peers::subtree_size(probe, root).await?;
+    let mut changed = start;
+    loop {
+        if last == 0 {
+            return Ok((0, secs(changed)));
+        }
+        let now = clock::now_ns();
+        if secs(now) - secs(changed) >= 3.0 || secs(now) >= 60.0 {
+            return Ok((last, secs(changed)));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let size = peers::subtree_size(probe, root).await?;
+        if size != last {
+            last = size;
+            changed = clock::now_ns();
+        }
     }
 }
 
 async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
-    let config =
-        ClusterConfig { max_client_cnxns: 0, force_sync: false, heap_mb: 768, ..ClusterConfig::default() };
-    let zk = ZkCluster::start(config).await.map_err(|e| e.to_string())?;
-    let scratch = tempfile_dir()?;
-    let contended = plan.ns.len() * (LOCK_PEERS.len() + 1);
-    let mut progress = Progress {
-        done: 0,
-        total: LOCK_PEERS.len() + 1 + plan.repeats * (LOCK_PEERS.len() + contended) + 3 + LOCK_PEERS.len(),
-        started: Instant::now(),
+    let steps = plan.steps();
+    eprintln!(
+        "zk-bench: {} steps, {} s per run, {} repeat(s); starting ZooKeeper...",
+        steps.len(),
+        plan.secs,
+        plan.repeats
+    );
+    let mut standalone = Some(ZkCluster::start(server_config(1, 768)).await.map_err(|e| e.to_string())?);
+    let mut progress = Progress::new(steps.iter().map(|s| plan.cost(*s)).collect());
+    let zk_version = match &standalone {
+        Some(zk) => zk.mntr(0).await.ok().and_then(|m| m.0.get("zk_version").cloned()).unwrap_or_default(),
+        None => String::new(),
     };
+    let scratch = tempfile_dir()?;
     let mut rows = Vec::new();
     let mut problems = Vec::new();
+    let mut raw_p50 = 0;
     let mut run_id = 0;
     let mut path = |what: &str| {
         run_id += 1;
         format!("/bench/{what}-{run_id}")
     };
+    let mut ensemble: Option<ZkCluster> = None;
 
-    for peer in LOCK_PEERS {
-        progress.step(&format!("warm-up {}", peer.name()));
-        peers::contend(&zk, peer, 8, plan.secs.min(1.0), &path("warmup"), &scratch).await?;
-    }
-
-    progress.step("raw create → delete loop");
-    let mut raw = peers::raw_create_delete(&zk, plan.secs.min(3.0)).await?;
-    let raw_p50 = stats::percentile(&mut raw, 50.0);
-    rows.push(Row {
-        scenario: "raw-write",
-        peer: Peer::ZkRecipes,
-        n: 1,
-        repeat: 0,
-        rate: 1e9 / raw_p50 as f64,
-        p50_us: us(raw_p50) / 2.0,
-        p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
-        packets_per_op: 8.0,
-        overlaps: 0,
-        extra: 0.0,
-    });
-    for repeat in 0..plan.repeats {
-        for peer in LOCK_PEERS {
-            progress.step(&format!("uncontended {} (repeat {}/{})", peer.name(), repeat + 1, plan.repeats));
-            let c = peers::contend(&zk, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
-            rows.push(measured("uncontended", peer, 1, repeat, c, stats::cycles));
-        }
-        for &n in &plan.ns {
-            for peer in LOCK_PEERS.iter().copied().chain([Peer::Naive]) {
-                progress.step(&format!(
-                    "contended N={n} {} (repeat {}/{})",
-                    peer.name(),
-                    repeat + 1,
-                    plan.repeats
-                ));
-                let c = peers::contend(&zk, peer, n, plan.secs, &path("contended"), &scratch).await?;
-                rows.push(measured("contended", peer, n, repeat, c, stats::handoffs));
+    for step in steps {
+        progress.step(&describe(step, &plan));
+        let zk = || standalone.as_ref().ok_or_else(|| "the standalone server is gone".to_string());
+        match step {
+            Step::Warmup(peer) => {
+                peers::contend(zk()?, peer, 8, plan.secs.min(1.0), &path("warmup"), &scratch).await?;
+            }
+            Step::RawWrite => {
+                let mut raw = peers::raw_create_delete(zk()?, plan.secs.min(3.0)).await?;
+                raw_p50 = stats::percentile(&mut raw, 50.0);
+                rows.push(Row {
+                    p50_us: us(raw_p50) / 2.0,
+                    p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
+                    packets_per_op: 8.0,
+                    ..Row::new("raw-write", Peer::ZkRecipes, 1, 0, 1e9 / raw_p50.max(1) as f64)
+                });
+            }
+            Step::Uncontended(r, peer) => {
+                let c = peers::contend(zk()?, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                rows.push(measured("uncontended", peer, 1, r, c, stats::cycles));
+            }
+            Step::Contended(r, n, peer) => {
+                let c = peers::contend(zk()?, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                rows.push(measured("contended", peer, n, r, c, stats::handoffs));
+            }
+            Step::ManyLocks(r, peer) => {
+                let prefix = path("many");
+                let c = peers::cycle_locks(zk()?, peer, plan.many_locks, plan.many_tasks, plan.secs, &prefix)
+                    .await?;
+                rows.push(Row {
+                    extra: plan.many_locks as f64,
+                    ..cycled("many-locks", peer, plan.many_tasks, r, &c)
+                });
+            }
+            Step::PerOrder(r, peer) => {
+                let root = path(&format!("orders-{}", peer.short()));
+                let c = peers::cycle_locks(zk()?, peer, FRESH, plan.order_tasks, plan.secs, &root).await?;
+                let probe = peers::raw_connect(&zk()?.connect_string()).await?;
+                let at_end = peers::subtree_size(&probe, &root).await?;
+                let (left, secs) = after_reaper(&probe, &root).await?;
+                rows.push(Row {
+                    left_at_end: at_end as f64,
+                    left_after_reaper: left as f64,
+                    reaper_secs: secs,
+                    ..cycled("per-order", peer, plan.order_tasks, r, &c)
+                });
+            }
+            Step::Semaphore(r) => {
+                let c = peers::semaphore(
+                    zk()?,
+                    plan.sem_leases,
+                    plan.sem_contenders,
+                    plan.secs,
+                    &path("semaphore"),
+                )
+                .await?;
+                let depth = stats::max_depth(&c.holds);
+                if depth > plan.sem_leases as usize {
+                    problems
+                        .push(format!("semaphore: {depth} holders at once, over {} leases", plan.sem_leases));
+                }
+                let row = measured("semaphore", Peer::ZkRecipes, plan.sem_contenders, r, c, stats::handoffs);
+                // Holds of a semaphore overlap by design: the check is the depth, not overlaps.
+                rows.push(Row { overlaps: 0, extra: depth as f64, ..row });
+            }
+            Step::Scale(peer) => {
+                let s = peers::scale(zk()?, peer, plan.scale_waiters, &path("scale")).await?;
+                rows.push(Row {
+                    p50_us: s.drain_secs * 1e6,
+                    extra: s.rss_per_waiter,
+                    ..Row::new("scale", peer, plan.scale_waiters, 0, plan.scale_waiters as f64 / s.drain_secs)
+                });
+            }
+            Step::EnsembleStart => {
+                // One cluster at a time: the standalone server's work is done.
+                standalone = None;
+                ensemble = Some(ZkCluster::start(server_config(3, 384)).await.map_err(|e| e.to_string())?);
+            }
+            Step::EnsembleWarmup(peer) => {
+                let ens = ensemble.as_ref().ok_or("no ensemble")?;
+                peers::contend(ens, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
+                    .await?;
+            }
+            Step::EnsembleUncontended(r, peer) => {
+                let ens = ensemble.as_ref().ok_or("no ensemble")?;
+                let c = peers::contend(ens, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                rows.push(measured("ensemble-uncontended", peer, 1, r, c, stats::cycles));
+            }
+            Step::EnsembleContended(r, peer) => {
+                let ens = ensemble.as_ref().ok_or("no ensemble")?;
+                let c = peers::contend(ens, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
+                    .await?;
+                rows.push(measured("ensemble-contended", peer, plan.ensemble_n, r, c, stats::handoffs));
             }
         }
     }
-
-    for peer in [Peer::ZkRecipes, Peer::LockClient, Peer::Curator] {
-        progress.step(&format!("many locks {}", peer.name()));
-        let rate =
-            peers::many_locks(&zk, peer, plan.many_locks, plan.many_tasks, plan.secs, &path("many")).await?;
-        rows.push(Row {
-            scenario: "many-locks",
-            peer,
-            n: plan.many_tasks,
-            repeat: 0,
-            rate,
-            p50_us: 0.0,
-            p99_us: 0.0,
-            packets_per_op: 0.0,
-            overlaps: 0,
-            extra: plan.many_locks as f64,
-        });
-    }
-    for peer in LOCK_PEERS {
-        progress.step(&format!("scale {} waiters {}", plan.scale_waiters, peer.name()));
-        let s = peers::scale(&zk, peer, plan.scale_waiters, &path("scale")).await?;
-        rows.push(Row {
-            scenario: "scale",
-            peer,
-            n: plan.scale_waiters,
-            repeat: 0,
-            rate: plan.scale_waiters as f64 / s.drain_secs,
-            p50_us: s.drain_secs * 1e6,
-            p99_us: 0.0,
-            packets_per_op: 0.0,
-            overlaps: 0,
-            extra: s.rss_per_waiter,
-        });
-    }
-    eprintln!();
+    progress.finish();
+    drop(ensemble);
+    drop(standalone);
+    let _ = std::fs::remove_dir_all(&scratch);
 
     for r in &rows {
         if r.overlaps > 0 {
@@ -191,140 +407,28 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         if r.rate.is_nan() || r.rate <= 0.0 {
             problems.push(format!("{} {} N={}: no numbers", r.scenario, r.peer.name(), r.n));
         }
+        if r.scenario == "per-order" && r.peer == Peer::ZkRecipes && r.left_after_reaper > 0.0 {
+            problems.push(format!(
+                "per-order {}: {} nodes left after the container reaper",
+                r.peer.name(),
+                r.left_after_reaper
+            ));
+        }
     }
-    std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     report::write_csv(&rows, &out.join("results.csv")).map_err(|e| e.to_string())?;
-    let means = report::means(&rows);
-    let summary = summarize(&means, &plan, raw_p50);
-    std::fs::write(out.join("summary.md"), &summary).map_err(|e| e.to_string())?;
-    report::plot(
-        &means,
-        "contended",
-        &[Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo, Peer::Naive],
-        |r| r.packets_per_op,
-        "Herd check: server packets per handoff",
-        "packets per handoff (mntr)",
-        &out.join("herd.png"),
-    )?;
-    report::plot(
-        &means,
-        "contended",
-        &LOCK_PEERS,
-        |r| r.rate,
-        "Contended handoffs per second",
-        "handoffs/s",
-        &out.join("handoffs.png"),
-    )?;
-    println!("{summary}");
+    let groups = Groups::of(&rows);
+    let context =
+        summary::Context { plan: &plan, raw_p50_ns: raw_p50, zk_version, reaper_ms: REAPER_INTERVAL_MS };
+    let text = summary::summarize(&groups, &context);
+    std::fs::write(out.join("summary.md"), &text).map_err(|e| e.to_string())?;
+    summary::plots(&groups, &plan, &out)?;
+    println!("{text}");
     println!("report: {}", out.display());
     for p in &problems {
         eprintln!("PROBLEM: {p}");
     }
-    let _ = plan.quick;
     Ok(problems.is_empty())
-}
-
-fn ratio(a: f64, b: f64) -> String {
-    if b > 0.0 {
-        format!("{:.2}×", a / b)
-    } else {
-        "–".into()
-    }
-}
-
-fn summarize(
-    means: &std::collections::BTreeMap<(&'static str, usize, Peer), Row>,
-    plan: &Plan,
-    raw_p50: u64,
-) -> String {
-    let mut s = String::new();
-    let get = |scenario: &'static str, n: usize, peer: Peer| means.get(&(scenario, n, peer));
-    let _ = writeln!(
-        s,
-        "## Benchmark ({} s per run, {} repeats, peers interleaved on one server)\n",
-        plan.secs, plan.repeats
-    );
-    let _ = writeln!(
-        s,
-        "Raw `zookeeper-client` create → delete on one node: {:.0} µs per write round trip (p50).\n",
-        raw_p50 as f64 / 2000.0
-    );
-    let _ = writeln!(s, "| scenario | N | peer | rate /s | p50 µs | p99 µs | packets/op | overlaps |");
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
-    for r in means.values().filter(|r| r.scenario == "uncontended" || r.scenario == "contended") {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {} |",
-            r.scenario,
-            r.n,
-            r.peer.name(),
-            r.rate,
-            r.p50_us,
-            r.p99_us,
-            r.packets_per_op,
-            r.overlaps
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n| many locks ({} paths, {} tasks/threads, one session) | cycles/s |",
-        plan.many_locks, plan.many_tasks
-    );
-    let _ = writeln!(s, "|---|---|");
-    for r in means.values().filter(|r| r.scenario == "many-locks") {
-        let _ = writeln!(s, "| {} | {:.0} |", r.peer.name(), r.rate);
-    }
-    let _ = writeln!(
-        s,
-        "\n| scale: {} waiters on one lock, one process | resident bytes per waiter | drain time s |",
-        plan.scale_waiters
-    );
-    let _ = writeln!(s, "|---|---|---|");
-    for r in means.values().filter(|r| r.scenario == "scale") {
-        let _ = writeln!(s, "| {} | {:.0} | {:.2} |", r.peer.name(), r.extra, r.p50_us / 1e6);
-    }
-    let _ = writeln!(s, "\n### Targets (ratios in this run)\n");
-    for &n in &plan.ns {
-        if let (Some(ours), Some(cur), Some(kaz)) = (
-            get("contended", n, Peer::ZkRecipes),
-            get("contended", n, Peer::Curator),
-            get("contended", n, Peer::Kazoo),
-        ) {
-            let _ = writeln!(
-                s,
-                "- N={n}: handoffs/s {} Curator (target ≥1.5×), {} kazoo (target ≥2×); packets/handoff {:.1} vs Curator {:.1}; handoff p50 = {:.1}× a write round trip",
-                ratio(ours.rate, cur.rate),
-                ratio(ours.rate, kaz.rate),
-                ours.packets_per_op,
-                cur.packets_per_op,
-                ours.p50_us / (raw_p50 as f64 / 2000.0)
-            );
-        }
-    }
-    if let (Some(lo), Some(hi)) = (
-        plan.ns.first().and_then(|n| get("contended", *n, Peer::ZkRecipes)),
-        plan.ns.last().and_then(|n| get("contended", *n, Peer::ZkRecipes)),
-    ) {
-        let _ = writeln!(
-            s,
-            "- packets/handoff N={} / N={}: {}",
-            hi.n,
-            lo.n,
-            ratio(hi.packets_per_op, lo.packets_per_op)
-        );
-    }
-    if let (Some(ours), Some(cur)) =
-        (get("uncontended", 1, Peer::ZkRecipes), get("uncontended", 1, Peer::Curator))
-    {
-        let _ = writeln!(s, "- uncontended cycles/s: {} Curator (target ≥1×)", ratio(ours.rate, cur.rate));
-    }
-    if let (Some(ours), Some(cur)) = (
-        get("many-locks", plan.many_tasks, Peer::ZkRecipes),
-        get("many-locks", plan.many_tasks, Peer::Curator),
-    ) {
-        let _ = writeln!(s, "- many-locks cycles/s: {} Curator (target ≥2×)", ratio(ours.rate, cur.rate));
-    }
-    s
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {
@@ -333,36 +437,94 @@ fn tempfile_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+/// Peers left out, each with why.
+type Skipped = Vec<(Peer, String)>;
+
+/// The process peers that can run, installing missing ones through `scripts/ensure-peers` where
+/// that works. `Err` is the one line to print when a peer is missing and not to be skipped.
+fn available_peers(args: &Args) -> Result<(Vec<Peer>, Skipped), String> {
+    let process_peers = [Peer::Curator, Peer::Kazoo];
+    let mut missing: Vec<(Peer, String)> =
+        process_peers.iter().filter_map(|&p| setup::missing(p).map(|why| (p, why))).collect();
+    let script = setup::ensure_peers_script();
+    if !missing.is_empty() && !args.no_install {
+        if let Some(script) = script.as_deref().filter(|_| setup::can_install()) {
+            eprintln!("zk-bench: installing missing peers with {}", script.display());
+            if let Err(e) = setup::run_ensure_peers(script) {
+                eprintln!("zk-bench: {e}");
+            }
+            missing = process_peers.iter().filter_map(|&p| setup::missing(p).map(|why| (p, why))).collect();
+        }
+    }
+    // Compile the Curator driver now, so that a failure is a reason rather than a panic later.
+    if !missing.iter().any(|(p, _)| *p == Peer::Curator) {
+        if let Err(why) = setup::compile_curator() {
+            missing.push((Peer::Curator, why));
+        }
+    }
+    let fix = match &script {
+        Some(s) => format!("run {} (Debian/Ubuntu, as root or with sudo)", s.display()),
+        None => {
+            "install Apache Curator 5.x jars in /usr/share/java and a JDK, and kazoo for /usr/bin/python3"
+                .into()
+        }
+    };
+    if !missing.is_empty() && !args.skip_missing {
+        let what: Vec<String> = missing.iter().map(|(p, why)| format!("{} ({why})", p.name())).collect();
+        return Err(format!("missing peer {}; {fix}, or pass --skip-missing", what.join(", ")));
+    }
+    let skipped: Vec<(Peer, String)> =
+        missing.into_iter().map(|(p, why)| (p, format!("{why}; {fix}"))).collect();
+    for (p, why) in &skipped {
+        eprintln!("zk-bench: skipping {}: {why}", p.name());
+    }
+    let peers = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo, Peer::Naive]
+        .into_iter()
+        .filter(|p| !skipped.iter().any(|(s, _)| s == p))
+        .collect();
+    Ok((peers, skipped))
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    if args.first().map(String::as_str) == Some("scale-child") {
-        let [_, peer, connect, path, n] = args.as_slice() else {
-            eprintln!("usage: zk-bench scale-child PEER CONNECT PATH N");
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zk-bench: cannot start the async runtime: {e}");
             std::process::exit(2);
-        };
-        let outcome = runtime.block_on(peers::scale_child(peer, connect, path, n.parse().unwrap_or(1)));
-        if let Err(e) = outcome {
+        }
+    };
+    if let Some(ChildCommand::ScaleChild { peer, connect, path, waiters }) = &args.child {
+        if let Err(e) = runtime.block_on(peers::scale_child(peer, connect, path, *waiters)) {
             eprintln!("scale-child: {e}");
             std::process::exit(1);
         }
         return;
     }
-    let quick = args.iter().any(|a| a == "--quick");
+    let (peers, skipped) = match available_peers(&args) {
+        Ok(found) => found,
+        Err(line) => {
+            eprintln!("zk-bench: {line}");
+            std::process::exit(2);
+        }
+    };
+    let quick = args.quick;
     let plan = Plan {
-        secs: arg(&args, "--seconds").and_then(|s| s.parse().ok()).unwrap_or(if quick { 0.5 } else { 5.0 }),
-        repeats: arg(&args, "--repeats").and_then(|s| s.parse().ok()).unwrap_or(if quick { 1 } else { 3 }),
+        quick,
+        secs: args.seconds.unwrap_or(if quick { 0.5 } else { 5.0 }),
+        repeats: args.repeats.map_or(if quick { 1 } else { 3 }, |r| r as usize),
         ns: vec![2, 8, 32, 128],
         many_locks: 1000,
         many_tasks: 64,
+        order_tasks: 8,
+        sem_leases: 4,
+        sem_contenders: 16,
+        ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
-        quick,
+        peers,
+        skipped,
     };
-    let out = arg(&args, "--out").map(PathBuf::from).unwrap_or_else(|| peers_target().join("bench-report"));
+    let out = args.out.clone().unwrap_or_else(|| peers_target().join("bench-report"));
     match runtime.block_on(run(plan, out)) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),

@@ -8,18 +8,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, LockOptions, LockPrefix};
-use zk_recipes::InterProcessMutex;
 use zk_testcluster::ZkCluster;
 
-use crate::clock::now_ns;
+use crate::clock::{now_ns, process_cpu_ns, self_cpu_ns};
 use crate::driver::Driver;
+use crate::ours;
 use crate::stats::Hold;
 
 #[allow(dead_code)]
 #[path = "../../tests/common/peers.rs"]
 mod drivers;
 
-pub use drivers::target_dir;
+pub use drivers::{repo, target_dir};
 
 /// Session timeout for every contender.
 const SESSION: Duration = Duration::from_secs(20);
@@ -63,50 +63,85 @@ pub struct Contended {
     pub secs: f64,
     pub holds: Vec<Hold>,
     pub packets: i64,
+    /// User + system CPU time of the client process(es) during the run.
+    pub cpu_ns: u64,
 }
 
-async fn connect_n(zk: &ZkCluster, n: usize) -> Result<Vec<Client>, String> {
-    let mut clients = Vec::with_capacity(n);
-    for _ in 0..n {
-        clients.push(zk_recipes::connect(&zk.connect_string(), SESSION).await.map_err(|e| e.to_string())?);
+/// A raw `zookeeper-client` session (for `LockClient`, the naive recipe and raw operations).
+pub async fn raw_connect(connect: &str) -> Result<Client, String> {
+    Client::connector()
+        .with_session_timeout(SESSION)
+        .connect(connect)
+        .await
+        .map_err(|e| format!("connect {connect}: {e}"))
+}
+
+/// Server packets (received + sent, `mntr`) summed over every node of the cluster.
+pub async fn packets(zk: &ZkCluster) -> Result<i64, String> {
+    let mut sum = 0;
+    for i in 0..zk.len() {
+        sum += zk.mntr(i).await.map_err(|e| e.to_string())?.packets();
     }
-    Ok(clients)
+    Ok(sum)
 }
 
-async fn packets(zk: &ZkCluster) -> Result<i64, String> {
-    Ok(zk.mntr(0).await.map_err(|e| e.to_string())?.packets())
+/// How a contender reaches ZooKeeper: a session of ours, or a raw client for the other peers.
+enum Session {
+    Ours(ours::Handle),
+    Raw(Client),
+}
+
+async fn session_for(peer: Peer, connect: &str) -> Result<Session, String> {
+    Ok(match peer {
+        Peer::ZkRecipes => Session::Ours(ours::connect(connect, SESSION).await?),
+        _ => Session::Raw(raw_connect(connect).await?),
+    })
+}
+
+fn lock_options() -> Result<LockOptions<'static>, String> {
+    LockOptions::new(Acls::anyone_all())
+        .with_ancestor_options(CreateMode::Container.with_acls(Acls::anyone_all()))
+        .map_err(|e| e.to_string())
+}
+
+/// One acquire → release cycle of `LockClient` on `path`, returning the hold.
+async fn lockclient_cycle(client: &Client, path: &str) -> Result<Hold, String> {
+    let prefix = LockPrefix::new_curator(path, "lock-").map_err(|e| e.to_string())?;
+    let lock = client.lock(prefix, b"", lock_options()?).await.map_err(|e| e.to_string())?;
+    let acquired = now_ns();
+    let hold = (acquired, now_ns());
+    drop(lock); // its release: a background delete
+    Ok(hold)
 }
 
 /// One contender's loop until `stop`, returning its holds.
 async fn contender(
     peer: Peer,
-    client: Client,
+    session: Session,
     path: String,
     stop: Arc<AtomicBool>,
 ) -> Result<Vec<Hold>, String> {
     let mut holds = Vec::new();
-    let mutex = InterProcessMutex::new(client.clone(), &path).map_err(|e| e.to_string())?;
     let node = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
-    while !stop.load(Ordering::Relaxed) {
-        match peer {
-            Peer::ZkRecipes => {
+    match session {
+        Session::Ours(h) => {
+            let mutex = ours::mutex(&h, &path)?;
+            while !stop.load(Ordering::Relaxed) {
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
                 let acquired = now_ns();
                 holds.push((acquired, now_ns()));
                 guard.release().await.map_err(|e| e.to_string())?;
             }
-            Peer::LockClient => {
-                let prefix = LockPrefix::new_curator(&path, "lock-").map_err(|e| e.to_string())?;
-                let options = LockOptions::new(Acls::anyone_all())
-                    .with_ancestor_options(CreateMode::Container.with_acls(Acls::anyone_all()))
-                    .map_err(|e| e.to_string())?;
-                let lock = client.lock(prefix, b"", options).await.map_err(|e| e.to_string())?;
-                let acquired = now_ns();
-                holds.push((acquired, now_ns()));
-                drop(lock); // its release: a background delete
+            mutex.settled().await;
+        }
+        Session::Raw(client) if peer == Peer::LockClient => {
+            while !stop.load(Ordering::Relaxed) {
+                holds.push(lockclient_cycle(&client, &path).await?);
             }
-            Peer::Naive => {
-                let lock = format!("{path}/lock");
+        }
+        Session::Raw(client) => {
+            let lock = format!("{path}/lock");
+            while !stop.load(Ordering::Relaxed) {
                 match client.create(&lock, b"", &node).await {
                     Ok(_) => {
                         let acquired = now_ns();
@@ -123,10 +158,8 @@ async fn contender(
                     Err(e) => return Err(e.to_string()),
                 }
             }
-            Peer::Curator | Peer::Kazoo => unreachable!("process peers run in their drivers"),
         }
     }
-    mutex.settled().await;
     Ok(holds)
 }
 
@@ -145,6 +178,15 @@ pub async fn contend(
     }
 }
 
+/// Waits (bounded) until `path` has no children: `LockClient` releases in the background, and
+/// its deletes must be counted in the run's packets.
+async fn drained(probe: &Client, path: &str) {
+    let deadline = now_ns() + 10_000_000_000;
+    while now_ns() < deadline && probe.list_children(path).await.map(|c| !c.is_empty()).unwrap_or(false) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 async fn contend_here(
     zk: &ZkCluster,
     peer: Peer,
@@ -152,16 +194,22 @@ async fn contend_here(
     secs: f64,
     path: &str,
 ) -> Result<Contended, String> {
-    let clients = connect_n(zk, n).await?;
+    let connect = zk.connect_string();
+    let probe = raw_connect(&connect).await?;
+    let mut sessions = Vec::with_capacity(n);
+    for _ in 0..n {
+        sessions.push(session_for(peer, &connect).await?);
+    }
     if peer == Peer::Naive {
-        let _ = clients[0].mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await;
+        let _ = probe.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await;
     }
     let stop = Arc::new(AtomicBool::new(false));
     let before = packets(zk).await?;
+    let cpu_before = self_cpu_ns();
     let started = now_ns();
-    let tasks: Vec<_> = clients
-        .iter()
-        .map(|c| tokio::spawn(contender(peer, c.clone(), path.to_string(), stop.clone())))
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|s| tokio::spawn(contender(peer, s, path.to_string(), stop.clone())))
         .collect();
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     stop.store(true, Ordering::Relaxed);
@@ -170,12 +218,10 @@ async fn contend_here(
         holds.extend(t.await.map_err(|e| e.to_string())??);
     }
     let secs = (now_ns() - started) as f64 / 1e9;
-    // LockClient releases in the background: let the queue drain before counting packets.
-    while clients[0].list_children(path).await.map(|c| !c.is_empty()).unwrap_or(false) {
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    drained(&probe, path).await;
+    let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
     let packets = packets(zk).await? - before;
-    Ok(Contended { secs, holds, packets })
+    Ok(Contended { secs, holds, packets, cpu_ns })
 }
 
 fn driver(peer: Peer, args: &[&str]) -> Result<Driver, String> {
@@ -185,6 +231,10 @@ fn driver(peer: Peer, args: &[&str]) -> Result<Driver, String> {
         other => return Err(format!("{} has no driver process", other.name())),
     };
     Driver::spawn(peer.short(), cmd)
+}
+
+fn driver_cpu(d: &Driver) -> Result<u64, String> {
+    process_cpu_ns(d.pid()).ok_or_else(|| format!("no /proc/{}/stat", d.pid()))
 }
 
 async fn contend_in_driver(
@@ -201,12 +251,14 @@ async fn contend_in_driver(
     let mut d = driver(peer, &["contend", &connect, path, &n_s, "0", &out_s, SESSION_MS])?;
     tokio::task::block_in_place(|| d.expect("READY"))?;
     let before = packets(zk).await?;
+    let cpu_before = driver_cpu(&d)?;
     let started = now_ns();
     d.say("go");
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
     d.say("stop");
     tokio::task::block_in_place(|| d.expect("DONE"))?;
     let secs = (now_ns() - started) as f64 / 1e9;
+    let cpu_ns = driver_cpu(&d)?.saturating_sub(cpu_before);
     let packets = packets(zk).await? - before;
     tokio::task::block_in_place(|| d.finish())?;
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
@@ -215,12 +267,12 @@ async fn contend_in_driver(
         .filter_map(|l| l.split_once(' '))
         .filter_map(|(a, r)| Some((a.parse().ok()?, r.parse().ok()?)))
         .collect();
-    Ok(Contended { secs, holds, packets })
+    Ok(Contended { secs, holds, packets, cpu_ns })
 }
 
 /// The cost of one write round trip: a raw create → delete loop on one node. Returns cycles.
 pub async fn raw_create_delete(zk: &ZkCluster, secs: f64) -> Result<Vec<u64>, String> {
-    let client = zk_recipes::connect(&zk.connect_string(), SESSION).await.map_err(|e| e.to_string())?;
+    let client = raw_connect(&zk.connect_string()).await?;
     let node = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     let end = now_ns() + (secs * 1e9) as u64;
     let mut cycles = Vec::new();
@@ -233,41 +285,66 @@ pub async fn raw_create_delete(zk: &ZkCluster, secs: f64) -> Result<Vec<u64>, St
     Ok(cycles)
 }
 
-/// One process, one session, `tasks` concurrent tasks cycling over `locks` paths. Returns cycles/s.
-pub async fn many_locks(
+/// What a cycling run (many locks, per-order locks) produced.
+pub struct Cycles {
+    pub count: u64,
+    pub secs: f64,
+    pub packets: i64,
+    pub cpu_ns: u64,
+}
+
+/// Lock paths per run in [`cycle_locks`] when every operation takes a fresh lock.
+pub const FRESH: usize = i32::MAX as usize;
+
+/// One process, one session, `tasks` concurrent tasks (threads in the drivers), each cycling
+/// acquire → release over the paths `{prefix}/l{i % locks}`. With `locks` = [`FRESH`], every
+/// operation takes a lock path never used before (per-order locks).
+pub async fn cycle_locks(
     zk: &ZkCluster,
     peer: Peer,
     locks: usize,
     tasks: usize,
     secs: f64,
     prefix: &str,
-) -> Result<f64, String> {
-    if matches!(peer, Peer::Curator) {
-        let connect = zk.connect_string();
+) -> Result<Cycles, String> {
+    let connect = zk.connect_string();
+    if matches!(peer, Peer::Curator | Peer::Kazoo) {
         let (l, t, s) = (locks.to_string(), tasks.to_string(), secs.to_string());
         let mut d = driver(peer, &["many", &connect, prefix, &l, &t, &s, SESSION_MS])?;
         tokio::task::block_in_place(|| d.expect("READY"))?;
+        let before = packets(zk).await?;
+        let cpu_before = driver_cpu(&d)?;
+        let started = now_ns();
         d.say("go");
         let line = tokio::task::block_in_place(|| d.expect("COUNT"))?;
+        let secs = (now_ns() - started) as f64 / 1e9;
+        let cpu_ns = driver_cpu(&d)?.saturating_sub(cpu_before);
+        let packets = packets(zk).await? - before;
         tokio::task::block_in_place(|| d.finish())?;
-        let count: f64 = line.trim_start_matches("COUNT ").parse().map_err(|_| format!("bad line {line}"))?;
-        return Ok(count / secs);
+        let count = line.trim_start_matches("COUNT ").parse().map_err(|_| format!("bad line {line}"))?;
+        return Ok(Cycles { count, secs, packets, cpu_ns });
     }
-    let client = zk_recipes::connect(&zk.connect_string(), SESSION).await.map_err(|e| e.to_string())?;
+    let session = match session_for(peer, &connect).await? {
+        Session::Ours(h) => Ok(h),
+        Session::Raw(c) => Err(c),
+    };
+    let session = Arc::new(session);
     let count = Arc::new(AtomicU64::new(0));
-    let end = now_ns() + (secs * 1e9) as u64;
+    let before = packets(zk).await?;
+    let cpu_before = self_cpu_ns();
     let started = now_ns();
+    let end = started + (secs * 1e9) as u64;
     let mut handles = Vec::new();
     for t in 0..tasks {
-        let (client, count, prefix) = (client.clone(), count.clone(), prefix.to_string());
+        let (session, count, prefix) = (session.clone(), count.clone(), prefix.to_string());
         handles.push(tokio::spawn(async move {
             let mut i = t;
             while now_ns() < end {
                 let path = format!("{prefix}/l{}", i % locks);
-                match peer {
-                    Peer::ZkRecipes => {
+                match session.as_ref() {
+                    Ok(h) => {
                         // A handle per acquisition: handles on one session still exclude each other.
-                        let m = InterProcessMutex::new(client.clone(), &path).map_err(|e| e.to_string())?;
+                        let m = ours::mutex(h, &path)?;
                         m.acquire()
                             .await
                             .map_err(|e| e.to_string())?
@@ -275,12 +352,8 @@ pub async fn many_locks(
                             .await
                             .map_err(|e| e.to_string())?;
                     }
-                    _ => {
-                        let p = LockPrefix::new_curator(&path, "lock-").map_err(|e| e.to_string())?;
-                        let o = LockOptions::new(Acls::anyone_all())
-                            .with_ancestor_options(CreateMode::Container.with_acls(Acls::anyone_all()))
-                            .map_err(|e| e.to_string())?;
-                        drop(client.lock(p, b"", o).await.map_err(|e| e.to_string())?);
+                    Err(client) => {
+                        lockclient_cycle(client, &path).await?;
                     }
                 }
                 count.fetch_add(1, Ordering::Relaxed);
@@ -292,7 +365,73 @@ pub async fn many_locks(
     for h in handles {
         h.await.map_err(|e| e.to_string())??;
     }
-    Ok(count.load(Ordering::Relaxed) as f64 / ((now_ns() - started) as f64 / 1e9))
+    let secs = (now_ns() - started) as f64 / 1e9;
+    let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
+    let packets = packets(zk).await? - before;
+    Ok(Cycles { count: count.load(Ordering::Relaxed), secs, packets, cpu_ns })
+}
+
+/// Nodes in the subtree at `root`, `root` included; 0 when it does not exist.
+pub async fn subtree_size(probe: &Client, root: &str) -> Result<u64, String> {
+    match probe.count_descendants_number(root).await {
+        Ok(n) => Ok(n as u64 + 1),
+        Err(ZkError::NoNode) => Ok(0),
+        Err(e) => Err(format!("counting {root}: {e}")),
+    }
+}
+
+/// How long a semaphore contender keeps its lease, so that holders coexist and the check that
+/// at most `leases` hold at once has something to count.
+pub const SEMAPHORE_HOLD: Duration = Duration::from_millis(1);
+
+/// `contenders` sessions of ours cycling one lease each of a `leases`-lease semaphore for `secs`,
+/// each keeping its lease for [`SEMAPHORE_HOLD`]. The holds (one per release) allow checking
+/// that at most `leases` were held at once.
+pub async fn semaphore(
+    zk: &ZkCluster,
+    leases: u32,
+    contenders: usize,
+    secs: f64,
+    path: &str,
+) -> Result<Contended, String> {
+    let connect = zk.connect_string();
+    let mut sessions = Vec::with_capacity(contenders);
+    for _ in 0..contenders {
+        sessions.push(ours::connect(&connect, SESSION).await?);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let before = packets(zk).await?;
+    let cpu_before = self_cpu_ns();
+    let started = now_ns();
+    let tasks: Vec<_> = sessions
+        .into_iter()
+        .map(|h| {
+            let (stop, path) = (stop.clone(), path.to_string());
+            tokio::spawn(async move {
+                let sem = ours::semaphore(&h, &path, leases)?;
+                let mut holds = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let guard = sem.acquire(1).await.map_err(|e| e.to_string())?;
+                    let acquired = now_ns();
+                    tokio::time::sleep(SEMAPHORE_HOLD).await;
+                    holds.push((acquired, now_ns()));
+                    guard.release().await.map_err(|e| e.to_string())?;
+                }
+                sem.settled().await;
+                Ok::<_, String>(holds)
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut holds = Vec::new();
+    for t in tasks {
+        holds.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    let secs = (now_ns() - started) as f64 / 1e9;
+    let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
+    let packets = packets(zk).await? - before;
+    Ok(Contended { secs, holds, packets, cpu_ns })
 }
 
 /// What the scale scenario measured.
@@ -339,42 +478,46 @@ pub async fn scale_child(peer: &str, connect: &str, path: &str, waiters: usize) 
             None => std::process::exit(0),
         }
     };
-    let client = zk_recipes::connect(connect, SESSION).await.map_err(|e| e.to_string())?;
-    let lockclient = peer == Peer::LockClient.short();
-    let opts = || {
-        LockOptions::new(Acls::anyone_all())
-            .with_ancestor_options(CreateMode::Container.with_acls(Acls::anyone_all()))
-    };
-    let holder = InterProcessMutex::new(client.clone(), path).map_err(|e| e.to_string())?;
+    let peer = if peer == Peer::LockClient.short() { Peer::LockClient } else { Peer::ZkRecipes };
+    let session = Arc::new(session_for(peer, connect).await?);
     let mut ours_guard = None;
     let mut theirs_guard = None;
-    if lockclient {
-        let p = LockPrefix::new_curator(path, "lock-").map_err(|e| e.to_string())?;
-        theirs_guard =
-            Some(client.lock(p, b"", opts().map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?);
-    } else {
-        ours_guard = Some(holder.acquire().await.map_err(|e| e.to_string())?);
+    match session.as_ref() {
+        Session::Ours(h) => {
+            ours_guard = Some(ours::mutex(h, path)?.acquire().await.map_err(|e| e.to_string())?)
+        }
+        Session::Raw(client) => {
+            let p = LockPrefix::new_curator(path, "lock-").map_err(|e| e.to_string())?;
+            theirs_guard = Some(client.lock(p, b"", lock_options()?).await.map_err(|e| e.to_string())?);
+        }
     }
     println!("BASE");
     wait_for("spawn");
-    let done = Arc::new(AtomicU64::new(0));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..waiters {
-        let (client, done, path) = (client.clone(), done.clone(), path.to_string());
+        let (session, tx, path) = (session.clone(), tx.clone(), path.to_string());
         tokio::spawn(async move {
-            if lockclient {
-                let p = LockPrefix::new_curator(&path, "lock-").expect("prefix");
-                let o = LockOptions::new(Acls::anyone_all())
-                    .with_ancestor_options(CreateMode::Container.with_acls(Acls::anyone_all()))
-                    .expect("options");
-                drop(client.lock(p, b"", o).await.expect("lock"));
-            } else {
-                let m = InterProcessMutex::new(client, &path).expect("path");
-                m.acquire().await.expect("acquire").release().await.expect("release");
-            }
-            done.fetch_add(1, Ordering::SeqCst);
+            let outcome = match session.as_ref() {
+                Session::Ours(h) => {
+                    async {
+                        let m = ours::mutex(h, &path)?;
+                        m.acquire()
+                            .await
+                            .map_err(|e| e.to_string())?
+                            .release()
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                    .await
+                }
+                Session::Raw(client) => lockclient_cycle(client, &path).await.map(drop),
+            };
+            let _ = tx.send(outcome);
         });
     }
-    while client.list_children(path).await.map(|c| c.len()).unwrap_or(0) < waiters + 1 {
+    drop(tx);
+    let probe = raw_connect(connect).await?;
+    while probe.list_children(path).await.map(|c| c.len()).unwrap_or(0) < waiters + 1 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("QUEUED");
@@ -384,8 +527,8 @@ pub async fn scale_child(peer: &str, connect: &str, path: &str, waiters: usize) 
     if let Some(g) = ours_guard {
         g.release().await.map_err(|e| e.to_string())?;
     }
-    while done.load(Ordering::SeqCst) < waiters as u64 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    for _ in 0..waiters {
+        rx.recv().await.ok_or("a waiter vanished")??;
     }
     println!("DRAINED_NS {}", now_ns() - t0);
     wait_for("exit");

@@ -1,82 +1,178 @@
-//! The report: CSV of every run, a Markdown summary, and PNG plots.
+//! The report: CSV of every run, a Markdown summary (every cell the median and the min–max over
+//! the repeats), and PNG plots.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::peers::Peer;
+use crate::stats::Spread;
 
-/// One measured run.
+/// One measured run. Metrics a scenario does not measure are NaN (empty in the CSV).
 #[derive(Clone, Debug)]
 pub struct Row {
     pub scenario: &'static str,
     pub peer: Peer,
     pub n: usize,
     pub repeat: usize,
-    /// Operations per second (handoffs, cycles).
+    /// Operations per second (handoffs, cycles, releases).
     pub rate: f64,
     pub p50_us: f64,
     pub p99_us: f64,
     pub packets_per_op: f64,
     pub overlaps: usize,
-    /// Scenario-specific extra (RSS bytes per waiter for `scale`).
+    /// Scenario-specific extra: RSS bytes per waiter (`scale`), lock paths (`many-locks`), most
+    /// holders at once (`semaphore`).
     pub extra: f64,
+    /// User + system CPU time of the client process per operation, µs.
+    pub cpu_us_per_op: f64,
+    /// `per-order`: nodes under the run's parent when the run ended.
+    pub left_at_end: f64,
+    /// `per-order`: nodes under the run's parent once the container reaper is done (or gave up).
+    pub left_after_reaper: f64,
+    /// `per-order`: seconds from the run's end until the count stopped changing.
+    pub reaper_secs: f64,
+}
+
+impl Row {
+    /// A row with every optional metric unmeasured.
+    pub fn new(scenario: &'static str, peer: Peer, n: usize, repeat: usize, rate: f64) -> Row {
+        Row {
+            scenario,
+            peer,
+            n,
+            repeat,
+            rate,
+            p50_us: f64::NAN,
+            p99_us: f64::NAN,
+            packets_per_op: f64::NAN,
+            overlaps: 0,
+            extra: f64::NAN,
+            cpu_us_per_op: f64::NAN,
+            left_at_end: f64::NAN,
+            left_after_reaper: f64::NAN,
+            reaper_secs: f64::NAN,
+        }
+    }
+}
+
+fn csv_num(x: f64, decimals: usize) -> String {
+    if x.is_nan() {
+        String::new()
+    } else {
+        format!("{x:.decimals$}")
+    }
 }
 
 pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
-    let mut out =
-        String::from("scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra\n");
+    let mut out = String::from(
+        "scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
+         cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs\n",
+    );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{:.1},{:.1},{:.1},{:.2},{},{:.1}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scenario,
             r.peer.short(),
             r.n,
             r.repeat,
-            r.rate,
-            r.p50_us,
-            r.p99_us,
-            r.packets_per_op,
+            csv_num(r.rate, 1),
+            csv_num(r.p50_us, 1),
+            csv_num(r.p99_us, 1),
+            csv_num(r.packets_per_op, 2),
             r.overlaps,
-            r.extra
+            csv_num(r.extra, 1),
+            csv_num(r.cpu_us_per_op, 2),
+            csv_num(r.left_at_end, 0),
+            csv_num(r.left_after_reaper, 0),
+            csv_num(r.reaper_secs, 2),
         );
     }
     std::fs::write(path, out)
 }
 
-/// Means over repeats, keyed by (scenario, n, peer).
-pub fn means(rows: &[Row]) -> BTreeMap<(&'static str, usize, Peer), Row> {
-    let mut groups: BTreeMap<(&'static str, usize, Peer), Vec<&Row>> = BTreeMap::new();
-    for r in rows {
-        groups.entry((r.scenario, r.n, r.peer)).or_default().push(r);
+pub type Key = (&'static str, usize, Peer);
+
+/// Runs grouped by (scenario, n, peer).
+pub struct Groups(pub BTreeMap<Key, Vec<Row>>);
+
+impl Groups {
+    pub fn of(rows: &[Row]) -> Groups {
+        let mut groups: BTreeMap<Key, Vec<Row>> = BTreeMap::new();
+        for r in rows {
+            groups.entry((r.scenario, r.n, r.peer)).or_default().push(r.clone());
+        }
+        Groups(groups)
     }
-    groups
-        .into_iter()
-        .map(|(k, v)| {
-            let mean = |f: fn(&Row) -> f64| v.iter().map(|r| f(r)).sum::<f64>() / v.len() as f64;
-            let row = Row {
-                scenario: k.0,
-                peer: k.2,
-                n: k.1,
-                repeat: v.len(),
-                rate: mean(|r| r.rate),
-                p50_us: mean(|r| r.p50_us),
-                p99_us: mean(|r| r.p99_us),
-                packets_per_op: mean(|r| r.packets_per_op),
-                overlaps: v.iter().map(|r| r.overlaps).sum(),
-                extra: mean(|r| r.extra),
-            };
-            (k, row)
-        })
-        .collect()
+
+    /// The spread of `metric` over the repeats of (scenario, n, peer).
+    pub fn spread(&self, scenario: &str, n: usize, peer: Peer, metric: fn(&Row) -> f64) -> Option<Spread> {
+        let rows = self.0.iter().find(|((s, k, p), _)| *s == scenario && *k == n && *p == peer)?.1;
+        Spread::of(rows.iter().map(metric))
+    }
+
+    pub fn median(&self, scenario: &str, n: usize, peer: Peer, metric: fn(&Row) -> f64) -> Option<f64> {
+        self.spread(scenario, n, peer, metric).map(|s| s.median)
+    }
+
+    /// The peers with runs of `scenario`, in the report's order.
+    pub fn peers_of(&self, scenario: &str) -> Vec<Peer> {
+        let mut peers: Vec<Peer> = self.0.keys().filter(|k| k.0 == scenario).map(|k| k.2).collect();
+        peers.sort();
+        peers.dedup();
+        peers
+    }
+
+    /// The Ns of `scenario`, ascending.
+    pub fn ns_of(&self, scenario: &str) -> Vec<usize> {
+        let mut ns: Vec<usize> = self.0.keys().filter(|k| k.0 == scenario).map(|k| k.1).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        ns
+    }
 }
 
-/// Plots `value` against N for each peer of `scenario`, on a log-2 N axis.
+/// `1234.5` → `"1,235"` (decimals 0) or `"1234.5"` (decimals 1).
+pub fn num(x: f64, decimals: usize) -> String {
+    if decimals > 0 {
+        return format!("{x:.decimals$}");
+    }
+    let s = format!("{:.0}", x.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if x < 0.0 && s != "0" {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// A table cell: the median, and the min–max when there was more than one repeat.
+pub fn cell(spread: Option<Spread>, decimals: usize) -> String {
+    match spread {
+        None => "–".into(),
+        Some(s) => {
+            let (median, min, max) = (num(s.median, decimals), num(s.min, decimals), num(s.max, decimals));
+            if s.count == 1 || min == max {
+                median
+            } else {
+                format!("{median} ({min}–{max})")
+            }
+        }
+    }
+}
+
+/// Plots the median of `value` against N for each peer of `scenario`, on a log-2 N axis.
 pub fn plot(
-    means: &BTreeMap<(&'static str, usize, Peer), Row>,
+    groups: &Groups,
     scenario: &str,
     peers: &[Peer],
     value: fn(&Row) -> f64,
@@ -87,14 +183,12 @@ pub fn plot(
     let series: Vec<(Peer, Vec<(f64, f64)>)> = peers
         .iter()
         .map(|p| {
-            (
-                *p,
-                means
-                    .values()
-                    .filter(|r| r.scenario == scenario && r.peer == *p)
-                    .map(|r| ((r.n as f64).log2(), value(r)))
-                    .collect(),
-            )
+            let pts = groups
+                .ns_of(scenario)
+                .into_iter()
+                .filter_map(|n| Some(((n as f64).log2(), groups.median(scenario, n, *p, value)?)))
+                .collect();
+            (*p, pts)
         })
         .filter(|(_, pts): &(Peer, Vec<(f64, f64)>)| !pts.is_empty())
         .collect();
@@ -116,9 +210,8 @@ pub fn plot(
         .x_label_formatter(&|x| format!("{}", 2f64.powf(*x).round()))
         .draw()
         .map_err(|e| e.to_string())?;
-    let colors = [RED, BLUE, GREEN, MAGENTA, BLACK];
-    for (i, (peer, points)) in series.iter().enumerate() {
-        let color = colors[i % colors.len()];
+    for (peer, points) in &series {
+        let color = color_of(*peer);
         chart
             .draw_series(LineSeries::new(points.clone(), color.stroke_width(3)))
             .map_err(|e| e.to_string())?
@@ -136,4 +229,107 @@ pub fn plot(
         .draw()
         .map_err(|e| e.to_string())?;
     root.present().map_err(|e| e.to_string())
+}
+
+fn color_of(peer: Peer) -> RGBColor {
+    match peer {
+        Peer::ZkRecipes => RGBColor(214, 39, 40),
+        Peer::LockClient => RGBColor(31, 119, 180),
+        Peer::Curator => RGBColor(44, 160, 44),
+        Peer::Kazoo => RGBColor(148, 103, 189),
+        Peer::Naive => RGBColor(90, 90, 90),
+    }
+}
+
+/// A grouped bar chart: one group per label, one bar per peer (missing values leave a gap),
+/// with optional horizontal reference lines (e.g. 1.0 for ratios).
+pub fn bars(
+    groups: &[(String, Vec<(Peer, f64)>)],
+    title: &str,
+    y_label: &str,
+    references: &[f64],
+    legend: SeriesLabelPosition,
+    path: &Path,
+) -> Result<(), String> {
+    let mut peers: Vec<Peer> = groups.iter().flat_map(|(_, v)| v.iter().map(|(p, _)| *p)).collect();
+    peers.sort();
+    peers.dedup();
+    let y_max = groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|(_, y)| *y))
+        .chain(references.iter().copied())
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let width = (140 * groups.len().max(1) as u32 + 160).max(700);
+    let root = BitMapBackend::new(path, (width, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 24))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d(0f64..groups.len().max(1) as f64, 0f64..y_max)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_label_formatter(&|_| String::new())
+        .y_desc(y_label)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let slot = 0.8 / peers.len().max(1) as f64;
+    for (k, peer) in peers.iter().enumerate() {
+        let color = color_of(*peer);
+        let rects: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, v))| {
+                let y = v.iter().find(|(p, _)| p == peer)?.1;
+                let x0 = i as f64 + 0.1 + k as f64 * slot;
+                y.is_finite().then(|| Rectangle::new([(x0, 0.0), (x0 + slot * 0.9, y)], color.filled()))
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(|e| e.to_string())?
+            .label(peer.name())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], color.filled()));
+    }
+    for &r in references {
+        chart
+            .draw_series(LineSeries::new([(0.0, r), (groups.len() as f64, r)], BLACK.stroke_width(1)))
+            .map_err(|e| e.to_string())?;
+    }
+    let style = TextStyle::from(("sans-serif", 15).into_font()).pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, (label, _)) in groups.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        root.draw(&Text::new(label.clone(), (x, y + 8), style.clone())).map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .position(legend)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_cells() {
+        assert_eq!(num(1234567.4, 0), "1,234,567");
+        assert_eq!(num(999.0, 0), "999");
+        assert_eq!(num(9.25, 1), "9.2");
+        let s = Spread::of([2900.0, 3010.0, 2801.0]);
+        assert_eq!(cell(s, 0), "2,900 (2,801–3,010)");
+        assert_eq!(cell(Spread::of([5.0]), 1), "5.0");
+        assert_eq!(cell(None, 0), "–");
+        assert_eq!(cell(Spread::of([9.01, 8.99]), 1), "9.0");
+    }
 }

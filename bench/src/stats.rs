@@ -30,6 +30,43 @@ pub fn cycles(holds: &[Hold]) -> Vec<u64> {
     holds.windows(2).map(|w| w[1].0.saturating_sub(w[0].0)).collect()
 }
 
+/// The most holds in progress at one instant (a semaphore's holders at once). Touching intervals
+/// (one ends where the next starts) do not count as overlapping.
+pub fn max_depth(holds: &[Hold]) -> usize {
+    let mut edges: Vec<(u64, i32)> = holds.iter().flat_map(|&(a, r)| [(a, 1), (r, -1)]).collect();
+    // At equal times, ends (-1) sort before starts (+1).
+    edges.sort_unstable();
+    let (mut depth, mut max) = (0i32, 0i32);
+    for (_, d) in edges {
+        depth += d;
+        max = max.max(depth);
+    }
+    max as usize
+}
+
+/// The median and the range of a metric over repeats.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub count: usize,
+}
+
+impl Spread {
+    /// `None` for no values; NaN values (metric not measured) are left out.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| !x.is_nan()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let mid = v.len() / 2;
+        let median = if v.len() % 2 == 1 { v[mid] } else { (v[mid - 1] + v[mid]) / 2.0 };
+        Some(Spread { median, min: v[0], max: v[v.len() - 1], count: v.len() })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +86,20 @@ mod tests {
         assert_eq!(handoffs(&holds), vec![2, 10]);
         let mut bad = vec![(0, 10), (5, 12)];
         assert_eq!(overlaps(&mut bad), 1);
+    }
+
+    #[test]
+    fn depth_counts_holders_at_once() {
+        assert_eq!(max_depth(&[]), 0);
+        assert_eq!(max_depth(&[(0, 10), (10, 20)]), 1);
+        assert_eq!(max_depth(&[(0, 10), (2, 12), (4, 14), (13, 20)]), 3);
+    }
+
+    #[test]
+    fn spread_is_median_and_range() {
+        let s = Spread::of([3.0, 1.0, 2.0, f64::NAN]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Spread::of([4.0, 1.0]).unwrap().median, 2.5);
+        assert!(Spread::of([f64::NAN]).is_none());
     }
 }

@@ -38,6 +38,12 @@ pub struct ClusterConfig {
     pub ready_timeout: Duration,
     /// Extra `key=value` lines for `zoo.cfg`.
     pub extra: Vec<(String, String)>,
+    /// Java system properties for each server (`-Dkey=value`), for the settings ZooKeeper reads
+    /// only from system properties, not from `zoo.cfg` (an unknown `zoo.cfg` key becomes
+    /// `zookeeper.<key>`). For example the container reaper's
+    /// `znode.container.checkIntervalMs` and `znode.container.maxPerMinute`. Local backend only;
+    /// the Docker backend ignores them, as it ignores [`ClusterConfig::extra`].
+    pub jvm_properties: Vec<(String, String)>,
     /// A TLS secure client port beside the plaintext one (local backend only).
     pub tls: TlsMode,
 }
@@ -71,6 +77,7 @@ impl Default for ClusterConfig {
             heap_mb: 256,
             ready_timeout: Duration::from_secs(45),
             extra: Vec::new(),
+            jvm_properties: Vec::new(),
             tls: TlsMode::Off,
         }
     }
@@ -317,7 +324,12 @@ impl ZkCluster {
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let node = &self.nodes[i];
         let install = self.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
-        let child = install.spawn(&node.cfg_path(), &node.log_path(), self.config.heap_mb)?;
+        let child = install.spawn(
+            &node.cfg_path(),
+            &node.log_path(),
+            self.config.heap_mb,
+            &self.config.jvm_properties,
+        )?;
         tracing::debug!(node = i, pid = child.id(), port = node.client_port, "started ZooKeeper");
         self.nodes[i].child = Some(child);
         Ok(())

@@ -56,8 +56,15 @@ impl LocalInstall {
         )))
     }
 
-    /// Starts one server with the given configuration file, logging to `log`.
-    pub(crate) fn spawn(&self, cfg: &Path, log: &Path, heap_mb: u32) -> Result<Child, HarnessError> {
+    /// Starts one server with the given configuration file and system properties, logging to
+    /// `log`.
+    pub(crate) fn spawn(
+        &self,
+        cfg: &Path,
+        log: &Path,
+        heap_mb: u32,
+        properties: &[(String, String)],
+    ) -> Result<Child, HarnessError> {
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -71,6 +78,7 @@ impl LocalInstall {
             .arg(format!("-Dorg.slf4j.simpleLogger.defaultLogLevel={level}"))
             .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
             .arg("-Dzookeeper.admin.enableServer=false")
+            .args(properties.iter().map(|(k, v)| format!("-D{k}={v}")))
             .arg("-cp")
             .arg(&self.classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")

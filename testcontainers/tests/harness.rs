@@ -233,3 +233,29 @@ async fn proxy_latency_delays_but_delivers() {
     assert!(started.elapsed() >= Duration::from_millis(300), "{:?}", started.elapsed());
     proxy.set_latency(Duration::ZERO);
 }
+
+/// `jvm_properties` reach the server: with the container reaper set to check every 100 ms, an
+/// emptied container node goes well within the patience. With ZooKeeper's default (first check
+/// 60 s after start) it would still be there when the patience runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jvm_properties_set_the_container_reaper_interval() {
+    let config = zk_testcluster::ClusterConfig {
+        jvm_properties: vec![("znode.container.checkIntervalMs".into(), "100".into())],
+        ..zk_testcluster::ClusterConfig::default()
+    };
+    let cluster = ZkCluster::start(config).await.expect("standalone");
+    let client = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    let container = CreateMode::Container.with_acls(Acls::anyone_all());
+    client.create("/order-1", b"", &container).await.expect("create container");
+    client
+        .create("/order-1/lock", b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all()))
+        .await
+        .expect("create child");
+    client.delete("/order-1/lock", None).await.expect("delete child");
+    within("the container reaper", async {
+        while client.check_stat("/order-1").await.expect("stat").is_some() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}

@@ -137,10 +137,17 @@ public class CuratorPeer {
                 long csNanos = Long.parseLong(args[4]) * 1000L;
                 Path out = Paths.get(args[5]);
                 int sessionMs = Integer.parseInt(args[6]);
+                // Sessions connect in parallel: one after another, 128 of them take seconds.
                 CuratorFramework[] clients = new CuratorFramework[n];
+                java.util.concurrent.ExecutorService starter = java.util.concurrent.Executors.newFixedThreadPool(Math.min(n, 16));
+                java.util.List<java.util.concurrent.Future<CuratorFramework>> started = new java.util.ArrayList<>();
                 for (int i = 0; i < n; i++) {
-                    clients[i] = connect(connect, sessionMs);
+                    started.add(starter.submit(() -> connect(connect, sessionMs)));
                 }
+                for (int i = 0; i < n; i++) {
+                    clients[i] = started.get(i).get();
+                }
+                starter.shutdown();
                 java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean(false);
                 java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
                 java.util.List<StringBuilder> logs = new java.util.ArrayList<>();
@@ -181,7 +188,11 @@ public class CuratorPeer {
                 System.out.println("DONE");
                 System.out.flush();
                 waitForStdin("exit");
-                for (CuratorFramework c : clients) { c.close(); }
+                // Closed in parallel too (128 closes one after another take over 10 s).
+                java.util.concurrent.ExecutorService closer = java.util.concurrent.Executors.newFixedThreadPool(Math.min(n, 16));
+                for (CuratorFramework c : clients) { closer.submit(c::close); }
+                closer.shutdown();
+                closer.awaitTermination(60, java.util.concurrent.TimeUnit.SECONDS);
                 break;
             }
             case "many": {

@@ -8,6 +8,7 @@
         "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines
         (time.monotonic_ns, CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
     kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
+    kazoo_peer.py many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS   (as CuratorPeer's many mode)
 
 `lock` mode follows the same protocol as CuratorPeer.java: exclusive OCCUPANCY file (exit 3 on
 overlap), "enter ID SEQ" / "exit ID SEQ" lines in EVENTS, a read-modify-write COUNTER.
@@ -140,6 +141,32 @@ def main():
         for _ in range(n):
             done.acquire()
         print("DRAINED_NS %d" % (time.monotonic_ns() - t0), flush=True)
+        wait_for_stdin("exit")
+        client.stop()
+    elif mode == "many":
+        hosts, prefix, locks, nthreads, seconds, session = sys.argv[2:8]
+        locks, nthreads = int(locks), int(nthreads)
+        client = connect(hosts, int(session))
+        counts = [0] * nthreads
+        print("READY", flush=True)
+        wait_for_stdin("go")
+        end = time.monotonic() + float(seconds)
+
+        def cycler(start):
+            i = start
+            while time.monotonic() < end:
+                lock = client.Lock("%s/l%d" % (prefix, i % locks), "many-%d" % start)
+                lock.acquire()
+                lock.release()
+                counts[start] += 1
+                i += nthreads
+
+        threads = [threading.Thread(target=cycler, args=(t,)) for t in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print("COUNT %d" % sum(counts), flush=True)
         wait_for_stdin("exit")
         client.stop()
     else:

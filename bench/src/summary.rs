@@ -1,0 +1,436 @@
+//! `summary.md` and the plots, from the grouped runs.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::peers::Peer;
+use crate::report::{self, cell, num, Groups, Row};
+use crate::Plan;
+
+pub struct Context<'a> {
+    pub plan: &'a Plan,
+    pub raw_p50_ns: u64,
+    pub zk_version: String,
+    pub reaper_ms: u64,
+}
+
+/// A line of the cross-peer tables: a label, a short label for plots, (scenario, n).
+struct Line {
+    label: String,
+    short: String,
+    scenario: &'static str,
+    n: usize,
+}
+
+fn lines(plan: &Plan) -> Vec<Line> {
+    let line = |label: String, short: &str, scenario, n| Line { label, short: short.into(), scenario, n };
+    let mut v = vec![line("uncontended cycle".into(), "uncontended", "uncontended", 1)];
+    for &n in &plan.ns {
+        v.push(line(format!("contended handoff, N = {n}"), &format!("N={n}"), "contended", n));
+    }
+    v.push(line(
+        format!("many locks ({} paths, {} tasks, one session)", plan.many_locks, plan.many_tasks),
+        "many locks",
+        "many-locks",
+        plan.many_tasks,
+    ));
+    v.push(line(
+        format!("per-order locks (fresh path per cycle, {} tasks, one session)", plan.order_tasks),
+        "per-order",
+        "per-order",
+        plan.order_tasks,
+    ));
+    v.push(line("3-node ensemble: uncontended cycle".into(), "ens. uncont.", "ensemble-uncontended", 1));
+    v.push(line(
+        format!("3-node ensemble: contended handoff, N = {}", plan.ensemble_n),
+        &format!("ens. N={}", plan.ensemble_n),
+        "ensemble-contended",
+        plan.ensemble_n,
+    ));
+    v
+}
+
+/// The peer columns of the cross-peer tables: the lock peers that ran, then the naive recipe.
+fn columns(groups: &Groups) -> Vec<Peer> {
+    let mut peers: Vec<Peer> = groups.0.keys().filter(|k| k.0 != "raw-write").map(|k| k.2).collect();
+    peers.sort();
+    peers.dedup();
+    peers
+}
+
+fn table(
+    s: &mut String,
+    groups: &Groups,
+    plan: &Plan,
+    title: &str,
+    metric: fn(&Row) -> f64,
+    decimals: usize,
+) {
+    let peers = columns(groups);
+    let _ = writeln!(s, "\n### {title}\n");
+    let _ = write!(s, "| scenario |");
+    for p in &peers {
+        let _ = write!(s, " {} |", p.name());
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &peers {
+        let _ = write!(s, "---|");
+    }
+    let _ = writeln!(s);
+    for l in lines(plan) {
+        let cells: Vec<String> =
+            peers.iter().map(|p| cell(groups.spread(l.scenario, l.n, *p, metric), decimals)).collect();
+        if cells.iter().all(|c| c == "–") {
+            continue;
+        }
+        let _ = writeln!(s, "| {} | {} |", l.label, cells.join(" | "));
+    }
+}
+
+/// Today's date (UTC), from the system clock.
+fn today() -> String {
+    let secs =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// "model name × cores, Linux release".
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name").map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
+}
+
+fn ratio_cell(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
+    match (
+        groups.median(scenario, n, Peer::ZkRecipes, |r| r.rate),
+        groups.median(scenario, n, peer, |r| r.rate),
+    ) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "–".into(),
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "**not met**"
+    }
+}
+
+pub fn summarize(groups: &Groups, cx: &Context) -> String {
+    let plan = cx.plan;
+    let mut s = String::new();
+    let raw_rt_us = cx.raw_p50_ns as f64 / 2000.0;
+    let _ = writeln!(
+        s,
+        "## Benchmark ({} s per run, {} repeat{}, peers interleaved)\n",
+        plan.secs,
+        plan.repeats,
+        if plan.repeats == 1 { "" } else { "s" }
+    );
+    let _ = writeln!(s, "- date: {}; machine: {}", today(), machine());
+    let _ = writeln!(
+        s,
+        "- servers: ZooKeeper {} on loopback, a standalone server, then a 3-node ensemble; forceSync=no; \
+         container reaper every {} ms",
+        if cx.zk_version.is_empty() { "3.8" } else { cx.zk_version.split([',', '-']).next().unwrap_or("") },
+        cx.reaper_ms
+    );
+    let _ = writeln!(
+        s,
+        "- raw `zookeeper-client` create → delete on one node: {raw_rt_us:.0} µs per write round trip (p50)"
+    );
+    let _ =
+        writeln!(s, "- every cell: the median over the repeats, and (min–max) when there was more than one");
+    for (p, why) in &plan.skipped {
+        let _ = writeln!(s, "- **skipped: {}** ({why})", p.name());
+    }
+
+    table(&mut s, groups, plan, "Operations per second (cycles, or handoffs when contended)", |r| r.rate, 0);
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Latency p50, µs (a full cycle uncontended, a handoff contended)",
+        |r| r.p50_us,
+        0,
+    );
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Server packets per operation (`mntr`, both directions, every node)",
+        |r| r.packets_per_op,
+        1,
+    );
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Client CPU per operation, µs (user + system, the client's whole process)",
+        |r| r.cpu_us_per_op,
+        1,
+    );
+    let _ = writeln!(
+        s,
+        "\nCPU: `getrusage(RUSAGE_SELF)` of the bench process for the peers that run in it (zk-recipes, \
+         LockClient, naive); `utime + stime` from `/proc/<pid>/stat` of the driver process for Curator \
+         (a JVM) and kazoo (CPython), over the same measured window. Each includes its runtime (JIT, GC, \
+         interpreter) and the peer's own bookkeeping of holds."
+    );
+
+    let _ = writeln!(s, "\n### Ratios: zk-recipes ÷ each peer (operations per second, medians)\n");
+    let others: Vec<Peer> =
+        columns(groups).into_iter().filter(|p| !matches!(p, Peer::ZkRecipes | Peer::Naive)).collect();
+    let _ = write!(s, "| scenario |");
+    for p in &others {
+        let _ = write!(s, " ÷ {} |", p.name());
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &others {
+        let _ = write!(s, "---|");
+    }
+    let _ = writeln!(s);
+    for l in lines(plan) {
+        let cells: Vec<String> = others.iter().map(|p| ratio_cell(groups, l.scenario, l.n, *p)).collect();
+        if cells.iter().all(|c| c == "–") {
+            continue;
+        }
+        let _ = writeln!(s, "| {} | {} |", l.label, cells.join(" | "));
+    }
+
+    let _ = writeln!(
+        s,
+        "\n### Per-order locks: nodes left behind\n\nA fresh lock path `…/l<i>` per cycle under a \
+         parent that does not exist before the run. \"At end\": nodes under the parent (itself \
+         included) when the run stops; \"after the reaper\": once the count reaches 0 or stops \
+         changing for 3 s (the servers' container reaper runs every {} ms, so that is six passes).\n",
+        cx.reaper_ms
+    );
+    let _ = writeln!(
+        s,
+        "| peer | cycles/s | parents created as | at end | after the reaper | count last changed after s |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for p in groups.peers_of("per-order") {
+        let n = plan.order_tasks;
+        let parents = if p == Peer::Kazoo { "persistent parents" } else { "container parents" };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {parents} | {} | {} | {} |",
+            p.name(),
+            cell(groups.spread("per-order", n, p, |r| r.rate), 0),
+            cell(groups.spread("per-order", n, p, |r| r.left_at_end), 0),
+            cell(groups.spread("per-order", n, p, |r| r.left_after_reaper), 0),
+            cell(groups.spread("per-order", n, p, |r| r.reaper_secs), 1),
+        );
+    }
+
+    let n = plan.sem_contenders;
+    let _ = writeln!(
+        s,
+        "\n### Semaphore: zk-recipes' InterProcessSemaphore, {} leases, {n} contenders (one session each, \
+         each keeping its lease {} ms)\n",
+        plan.sem_leases,
+        crate::peers::SEMAPHORE_HOLD.as_millis()
+    );
+    let _ = writeln!(
+        s,
+        "| releases/s | packets per release | client CPU µs per release | most holders at once |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|");
+    let sem = |m: fn(&Row) -> f64| groups.spread("semaphore", n, Peer::ZkRecipes, m);
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {} |",
+        cell(sem(|r| r.rate), 0),
+        cell(sem(|r| r.packets_per_op), 1),
+        cell(sem(|r| r.cpu_us_per_op), 1),
+        cell(sem(|r| r.extra), 0)
+    );
+
+    let _ = writeln!(s, "\n### Scale: {} waiters on one lock, one process (one run)\n", plan.scale_waiters);
+    let _ = writeln!(s, "| peer | resident bytes per waiter | drain time s |");
+    let _ = writeln!(s, "|---|---|---|");
+    for p in groups.peers_of("scale") {
+        let n = plan.scale_waiters;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2} |",
+            p.name(),
+            cell(groups.spread("scale", n, p, |r| r.extra), 0),
+            groups.median("scale", n, p, |r| r.p50_us).unwrap_or(f64::NAN) / 1e6
+        );
+    }
+
+    targets(&mut s, groups, plan, raw_rt_us);
+    s
+}
+
+/// Issue 18's targets against this run's medians.
+fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
+    let _ = writeln!(s, "\n### Issue 18 targets (medians of this run)\n");
+    let ours = |sc: &str, n: usize, m: fn(&Row) -> f64| groups.median(sc, n, Peer::ZkRecipes, m);
+    let lc = |sc: &str, n: usize| groups.median(sc, n, Peer::LockClient, |r| r.rate);
+    if let (Some(a), Some(b)) = (ours("uncontended", 1, |r| r.rate), lc("uncontended", 1)) {
+        let _ = writeln!(
+            s,
+            "- uncontended cycles/s ≥ 1.2× LockClient: {:.2}× — {}",
+            a / b,
+            verdict(a / b >= 1.2)
+        );
+    }
+    if let Some(p) = ours("uncontended", 1, |r| r.packets_per_op) {
+        let _ = writeln!(s, "- packets per uncontended cycle ≤ 6: {p:.1} — {}", verdict(p <= 6.05));
+    }
+    let mut worst: Option<f64> = None;
+    let mut packets = Vec::new();
+    for &n in &plan.ns {
+        if let (Some(a), Some(b)) = (ours("contended", n, |r| r.rate), lc("contended", n)) {
+            worst = Some(worst.map_or(a / b, |w: f64| w.min(a / b)));
+        }
+        if let Some(p) = ours("contended", n, |r| r.packets_per_op) {
+            packets.push((n, p));
+        }
+    }
+    if let Some(w) = worst {
+        let _ =
+            writeln!(s, "- contended ≥ 1.2× LockClient at every N: lowest {w:.2}× — {}", verdict(w >= 1.2));
+    }
+    if !packets.is_empty() {
+        let list: Vec<String> = packets.iter().map(|(n, p)| format!("N={n}: {p:.1}")).collect();
+        let max = packets.iter().map(|(_, p)| *p).fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "- packets per handoff ≤ 9, flat in N: {} — {}",
+            list.join(", "),
+            verdict(max <= 9.05)
+        );
+    }
+    let p50s: Vec<(usize, f64)> =
+        plan.ns.iter().filter_map(|&n| Some((n, ours("contended", n, |r| r.p50_us)?))).collect();
+    if raw_rt_us > 0.0 && !p50s.is_empty() {
+        let list: Vec<String> = p50s.iter().map(|(n, p)| format!("N={n}: {:.1}×", p / raw_rt_us)).collect();
+        let max = p50s.iter().map(|(_, p)| p / raw_rt_us).fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "- handoff p50 ≤ 2× the raw write round trip: {} — {}",
+            list.join(", "),
+            verdict(max <= 2.0)
+        );
+    }
+    if let (Some(a), Some(b)) =
+        (ours("many-locks", plan.many_tasks, |r| r.rate), lc("many-locks", plan.many_tasks))
+    {
+        let _ = writeln!(s, "- many locks ≥ 1.2× LockClient: {:.2}× — {}", a / b, verdict(a / b >= 1.2));
+    }
+    if let Some(left) = ours("per-order", plan.order_tasks, |r| r.left_after_reaper) {
+        let _ = writeln!(
+            s,
+            "- per-order locks leave 0 nodes once the reaper has run: {} — {}",
+            num(left, 0),
+            verdict(left == 0.0)
+        );
+    }
+    if let Some(p) = ours("semaphore", plan.sem_contenders, |r| r.packets_per_op) {
+        let _ = writeln!(s, "- semaphore packets per release (reported, no target): {p:.1}");
+    }
+}
+
+/// `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`.
+pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
+    let others = [Peer::LockClient, Peer::Curator, Peer::Kazoo];
+    let ratio_groups: Vec<(String, Vec<(Peer, f64)>)> = lines(plan)
+        .into_iter()
+        .map(|l| {
+            let ours = groups.median(l.scenario, l.n, Peer::ZkRecipes, |r| r.rate);
+            let bars = others
+                .iter()
+                .filter_map(|&p| Some((p, ours? / groups.median(l.scenario, l.n, p, |r| r.rate)?)))
+                .collect();
+            (l.short, bars)
+        })
+        .filter(|(_, b): &(String, Vec<(Peer, f64)>)| !b.is_empty())
+        .collect();
+    report::bars(
+        &ratio_groups,
+        "zk-recipes ÷ each peer, operations per second (lines at 1 and 1.2)",
+        "ratio (above 1: zk-recipes faster)",
+        &[1.0, 1.2],
+        plotters::chart::SeriesLabelPosition::UpperRight,
+        &out.join("ratios.png"),
+    )?;
+    let cpu_groups: Vec<(String, Vec<(Peer, f64)>)> = lines(plan)
+        .into_iter()
+        .map(|l| {
+            let bars = columns(groups)
+                .into_iter()
+                .filter_map(|p| Some((p, groups.median(l.scenario, l.n, p, |r| r.cpu_us_per_op)?)))
+                .collect();
+            (l.short, bars)
+        })
+        .filter(|(_, b): &(String, Vec<(Peer, f64)>)| !b.is_empty())
+        .collect();
+    report::bars(
+        &cpu_groups,
+        "Client CPU per operation (user + system)",
+        "µs per cycle or handoff",
+        &[],
+        plotters::chart::SeriesLabelPosition::UpperLeft,
+        &out.join("cpu.png"),
+    )?;
+    report::plot(
+        groups,
+        "contended",
+        &[Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo, Peer::Naive],
+        |r| r.packets_per_op,
+        "Herd check: server packets per handoff against N",
+        "packets per handoff (mntr)",
+        &out.join("herd.png"),
+    )?;
+    report::plot(
+        groups,
+        "contended",
+        &[Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo],
+        |r| r.rate,
+        "Contended handoffs per second",
+        "handoffs/s",
+        &out.join("handoffs.png"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+        assert_eq!(civil_from_days(19_782), (2024, 2, 29));
+    }
+}
