@@ -1,28 +1,26 @@
-//! Every place the bench connects zk-recipes and builds its recipes, and nothing else.
-//!
-//! When recipes take `&zk_recipes::Session` (issue 14), only this module changes:
-//! `Handle` becomes `zk_recipes::Session`, [`connect`] calls `Session::connect`, and the
-//! constructors take `h` instead of `h.clone()`. The peers (`LockClient`, the naive recipe) and
-//! raw operations use `zookeeper_client::Client` directly, through [`crate::peers::raw_connect`].
+//! Every place the bench connects zk-recipes and builds its recipes, and nothing else: one
+//! `zk_recipes::Session` per simulated process, recipes built from it. The peers (`LockClient`,
+//! the naive recipe) and raw operations use `zookeeper_client::Client` directly, through
+//! [`crate::peers::raw_connect`].
 
 use std::time::Duration;
 
 use zk_recipes::{InterProcessMutex, InterProcessSemaphore};
 
 /// One session of ours.
-pub type Handle = zk_recipes::zookeeper_client::Client;
+pub type Handle = zk_recipes::Session;
 
 /// Connects a session of ours.
 pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Handle, String> {
-    zk_recipes::connect(connect, session_timeout).await.map_err(|e| format!("zk-recipes connect: {e}"))
+    zk_recipes::Session::connect(connect, session_timeout).await.map_err(|e| format!("zk-recipes connect: {e}"))
 }
 
 /// Our mutex on `path`.
 pub fn mutex(h: &Handle, path: &str) -> Result<InterProcessMutex, String> {
-    InterProcessMutex::new(h.clone(), path).map_err(|e| e.to_string())
+    InterProcessMutex::new(h, path).map_err(|e| e.to_string())
 }
 
 /// Our semaphore on `path` with `leases` leases.
 pub fn semaphore(h: &Handle, path: &str, leases: u32) -> Result<InterProcessSemaphore, String> {
-    InterProcessSemaphore::new(h.clone(), path, leases).map_err(|e| e.to_string())
+    InterProcessSemaphore::new(h, path, leases).map_err(|e| e.to_string())
 }
