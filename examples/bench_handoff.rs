@@ -5,8 +5,8 @@
 //! cargo run --release --example bench_handoff -- [SECONDS_PER_RUN] [ROUNDS]
 //! ```
 //!
-//! For N in {2, 8, 32}, N contenders (each with its own session) loop acquire → release on one
-//! lock for a fixed time. Peers alternate, and the whole order repeats ROUNDS times. It prints
+//! For N in {2, 8, 32}, N contenders (each with its own `Session`; the `LockClient` peer uses
+//! that session's raw client) loop acquire → release on one lock for a fixed time. Peers alternate, and the whole order repeats ROUNDS times. It prints
 //! handoffs/s and server packets per handoff (from `mntr`) for each run, then the means.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use zk_recipes::zookeeper_client::{Acls, Client, LockOptions, LockPrefix};
-use zk_recipes::InterProcessMutex;
+use zk_recipes::{InterProcessMutex, Session};
 use zk_testcluster::ZkCluster;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,26 +28,27 @@ struct Run {
     packets_per_handoff: f64,
 }
 
-async fn connect_all(zk: &ZkCluster, n: usize) -> Vec<Client> {
-    let mut clients = Vec::with_capacity(n);
+async fn connect_all(zk: &ZkCluster, n: usize) -> Vec<Session> {
+    let mut sessions = Vec::with_capacity(n);
     for _ in 0..n {
-        clients
-            .push(zk_recipes::connect(&zk.connect_string(), Duration::from_secs(20)).await.expect("connect"));
+        sessions
+            .push(Session::connect(&zk.connect_string(), Duration::from_secs(20)).await.expect("connect"));
     }
-    clients
+    sessions
 }
 
 async fn run(zk: &ZkCluster, peer: Peer, n: usize, secs: f64, path: &str) -> Run {
-    let clients = connect_all(zk, n).await;
+    let sessions = connect_all(zk, n).await;
     let count = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(tokio::sync::Barrier::new(n + 1));
     let deadline = Arc::new(std::sync::OnceLock::<Instant>::new());
     let mut tasks = Vec::new();
-    for client in clients {
+    for session in sessions {
         let (count, barrier, deadline, path) =
             (count.clone(), barrier.clone(), deadline.clone(), path.to_string());
         tasks.push(tokio::spawn(async move {
-            let mutex = InterProcessMutex::new(client.clone(), &path).expect("path");
+            let mutex = InterProcessMutex::new(&session, &path).expect("path");
+            let client: Client = session.client().expect("a connected session");
             barrier.wait().await;
             let end = *deadline.get().expect("deadline");
             while Instant::now() < end {
@@ -72,26 +73,28 @@ async fn run(zk: &ZkCluster, peer: Peer, n: usize, secs: f64, path: &str) -> Run
                 }
             }
             mutex.settled().await;
-            client
+            session
         }));
     }
     let start_packets = zk.mntr(0).await.expect("mntr").packets();
     let started = Instant::now();
     deadline.set(started + Duration::from_secs_f64(secs)).expect("set once");
     barrier.wait().await;
-    let mut clients = Vec::new();
+    let mut sessions = Vec::new();
     for t in tasks {
-        clients.push(t.await.expect("contender"));
+        sessions.push(t.await.expect("contender"));
     }
     let elapsed = started.elapsed().as_secs_f64();
     // LockClient deletes in the background: let the queue drain before reading the counters.
-    let admin = &clients[0];
+    let admin = sessions[0].client().expect("a connected session");
     while admin.list_children(path).await.map(|c| !c.is_empty()).unwrap_or(false) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let packets = zk.mntr(0).await.expect("mntr").packets() - start_packets;
     let handoffs = count.load(Ordering::Relaxed) as f64;
-    drop(clients);
+    for session in &sessions {
+        session.close().await;
+    }
     Run { handoffs_per_s: handoffs / elapsed, packets_per_handoff: packets as f64 / handoffs }
 }
 

@@ -4,8 +4,10 @@
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N]     # default 60 s per phase
 //! ```
-//! A 3-node ensemble; K=6 workers in 2 OS processes, each worker with its own session through its
-//! own fault proxy. A worker that holds the lock (phase 1: `InterProcessMutex`; phase 2:
+//! A 3-node ensemble; K=6 workers in 2 OS processes, each worker with its own `Session` through
+//! its own fault proxy, for the whole run: a session that expires is renewed by the `Session`
+//! itself (never rebuilt by hand), and the recipe built from it carries on. The report says, per
+//! worker, how many session generations it lived through. A worker that holds the lock (phase 1: `InterProcessMutex`; phase 2:
 //! `LeaderLatch`) writes to a fenced "storage server" inside this program: `BEGIN token` …
 //! `END token`, refused when a newer token has begun (Kleppmann's fencing). The server keeps the
 //! unfenced view of the same writes too, to show what the lock alone guarantees. Faults come at
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader as AsyncBufReader};
 use tokio::net::{TcpListener, TcpStream};
-use zk_recipes::{InterProcessMutex, LeaderLatch, Leadership, LockOptions};
+use zk_recipes::{ConnectionState, InterProcessMutex, LeaderLatch, Leadership, LockOptions, Session};
 use zk_testcluster::{FaultProxy, Mode, ZkCluster};
 
 const SESSION: Duration = Duration::from_secs(2);
@@ -52,9 +54,13 @@ struct Resource {
     writes: Vec<Write>,
     lost_seen: Vec<(String, u64, u64)>,
     lost_unseen: Vec<(String, u64)>,
+    /// Per worker and worker process (pid), in order of first report: the latest session
+    /// generation its one `Session` reached.
+    generations: Vec<(String, u32, u64)>,
 }
 
-/// Serves `BEGIN w t`, `END w t`, `LOSTSEEN w t ms`, `LOSTUNSEEN w t` lines; replies OK or REJECT.
+/// Serves `BEGIN w t`, `END w t`, `LOSTSEEN w t ms`, `LOSTUNSEEN w t`, `GEN w pid g` lines;
+/// replies OK or REJECT.
 async fn serve(listener: TcpListener, state: Arc<Mutex<Resource>>, epoch: Instant) {
     loop {
         let Ok((stream, _)) = listener.accept().await else { return };
@@ -115,6 +121,14 @@ async fn serve(listener: TcpListener, state: Arc<Mutex<Resource>>, epoch: Instan
                             r.lost_unseen.push(entry);
                             "OK"
                         }
+                        ["GEN", w, pid, g] => {
+                            let (pid, g): (u32, u64) = (pid.parse().unwrap_or(0), g.parse().unwrap_or(0));
+                            match r.generations.iter_mut().find(|(id, p, _)| id == w && *p == pid) {
+                                Some(entry) => entry.2 = entry.2.max(g),
+                                None => r.generations.push((w.to_string(), pid, g)),
+                            }
+                            "OK"
+                        }
                         _ => "ERR",
                     }
                 };
@@ -170,37 +184,79 @@ struct Worker {
     seed: u64,
 }
 
+/// Connects this worker's one `Session` (retrying while its proxy is cut off); `None` once
+/// told to stop.
+async fn connect_session(connect: &str, stop: &std::sync::atomic::AtomicBool) -> Option<Session> {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match Session::connect(connect, SESSION).await {
+            Ok(session) => return Some(session),
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    None
+}
+
+/// Reports every session generation the worker's `Session` reaches (`GEN id pid generation`),
+/// on a connection of its own, until the session is closed.
+fn report_generations(session: &Session, id: String, addr: String) -> tokio::task::JoinHandle<()> {
+    let mut states = session.states();
+    tokio::spawn(async move {
+        let Ok(mut res) = ResourceClient::connect(&addr).await else { return };
+        let pid = std::process::id();
+        let mut reported = 0;
+        loop {
+            let status = *states.borrow_and_update();
+            let (state, generation) = (status.state, status.generation);
+            if state == ConnectionState::Closed {
+                return;
+            }
+            if generation != reported {
+                reported = generation;
+                if res.ask(format!("GEN {id} {pid} {generation}")).await.is_err() {
+                    return;
+                }
+            }
+            if states.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
 async fn mutex_worker(w: Worker) -> Result<(), Error> {
     let Worker { id, connect, path, addr, stop, seed } = w;
     let mut rng = Rng(seed);
     let mut res = ResourceClient::connect(&addr).await?;
+    // One session for the whole run: after an expiry it starts a new one by itself, and the
+    // mutex's waiters queue again there.
+    let Some(session) = connect_session(&connect, &stop).await else { return Ok(()) };
+    let reporter = report_generations(&session, id.clone(), addr.clone());
+    let mutex =
+        InterProcessMutex::with_options(&session, &path, LockOptions::new().participant_id(id.clone()))?;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        // A session that expired can't be used again: every round may need a new client.
-        let Ok(client) = zk_recipes::connect(&connect, SESSION).await else { continue };
-        let mutex = InterProcessMutex::with_options(
-            client.clone(),
-            &path,
-            LockOptions::new().participant_id(id.clone()),
-        )?;
-        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-            let guard = match mutex.acquire().await {
-                Ok(g) => g,
-                Err(zk_recipes::Error::SessionExpired) => break,
-                Err(_) => continue,
-            };
-            let token = guard.fencing_token();
-            if res.ask(format!("BEGIN {id} {token}")).await? {
-                tokio::time::sleep(Duration::from_millis(5 + rng.below(35))).await; // the work; a pause may land here
-                if !res.ask(format!("END {id} {token}")).await? {
-                    report_loss(&mut res, &id, token, guard.lost()).await?;
-                }
-            } else {
+        let guard = match mutex.acquire().await {
+            Ok(g) => g,
+            Err(zk_recipes::Error::SessionClosed) => break,
+            Err(_) => {
+                // A transient error (the connection is down, say): try again shortly.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let token = guard.fencing_token();
+        if res.ask(format!("BEGIN {id} {token}")).await? {
+            tokio::time::sleep(Duration::from_millis(5 + rng.below(35))).await; // the work; a pause may land here
+            if !res.ask(format!("END {id} {token}")).await? {
                 report_loss(&mut res, &id, token, guard.lost()).await?;
             }
-            let _ = guard.release().await;
+        } else {
+            report_loss(&mut res, &id, token, guard.lost()).await?;
         }
-        mutex.settled().await;
+        let _ = guard.release().await;
     }
+    mutex.settled().await;
+    session.close().await;
+    let _ = reporter.await;
     Ok(())
 }
 
@@ -208,16 +264,19 @@ async fn latch_worker(w: Worker) -> Result<(), Error> {
     let Worker { id, connect, path, addr, stop, seed } = w;
     let mut rng = Rng(seed);
     let mut res = ResourceClient::connect(&addr).await?;
+    // One session for the whole run; the latch rejoins on each new session by itself.
+    let Some(session) = connect_session(&connect, &stop).await else { return Ok(()) };
+    let reporter = report_generations(&session, id.clone(), addr.clone());
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let Ok(client) = zk_recipes::connect(&connect, SESSION).await else { continue };
-        let latch = LeaderLatch::new(client, &path, &id)?;
+        let latch = LeaderLatch::new(&session, &path, &id)?;
         latch.start()?;
         let mut changes = latch.leadership();
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let token = match tokio::time::timeout(Duration::from_millis(200), latch.await_leadership()).await
             {
                 Ok(Ok(token)) => token,
-                Ok(Err(_)) => break, // the election stopped (session expired): a new client
+                // The election stopped on an error: join again with a new latch, same session.
+                Ok(Err(_)) => break,
                 Err(_) => continue,
             };
             // Lead: write while Leader.
@@ -240,7 +299,14 @@ async fn latch_worker(w: Worker) -> Result<(), Error> {
             }
         }
         latch.close().await;
+        if session.is_closed() {
+            break;
+        }
+        // Not too eagerly after an election that stopped on an error.
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    session.close().await;
+    let _ = reporter.await;
     Ok(())
 }
 
@@ -391,7 +457,8 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
     let watchdog = {
         let (state, path, connect) = (state.clone(), path.clone(), zk.connect_string());
         tokio::spawn(async move {
-            let Ok(admin) = zk_recipes::connect(&connect, Duration::from_secs(10)).await else { return };
+            let Ok(session) = Session::connect(&connect, Duration::from_secs(10)).await else { return };
+            let Ok(admin) = session.client() else { return };
             let mut reported_at = Duration::ZERO;
             loop {
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -525,7 +592,8 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
     }
     watchdog.abort();
     // Ephemeral nodes of killed sessions go when those sessions expire.
-    let admin = zk_recipes::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let admin_session = Session::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let admin = admin_session.client()?;
     let empty_by = Instant::now() + SESSION * 10;
     let mut left = admin.list_children(&path).await.unwrap_or_default();
     while !left.is_empty() && Instant::now() < empty_by {
@@ -533,6 +601,7 @@ async fn phase(mode: &str, secs: u64, seed: u64) -> Result<PhaseReport, Error> {
         left = admin.list_children(&path).await.unwrap_or_default();
     }
     let report = check(mode, &state.lock().unwrap_or_else(|e| e.into_inner()), &injected, left.len(), secs);
+    admin_session.close().await;
     Ok(report)
 }
 
@@ -574,6 +643,7 @@ fn check(
         format!("  refused writers told their lock was lost: {} (at most {} ms after the refusal); not told: {unseen}", r.lost_seen.len(), r.lost_seen.iter().map(|x| x.2).max().unwrap_or(0)),
         format!("  nodes left in the lock directory after the workers stopped: {leftover}"),
         format!("  without fencing (every write a holder went on to do): {unfenced_overlaps} overlapped another holder's write"),
+        generations_line(&r.generations),
         format!("  {:<20} {:>8} {:>11} {:>11} {:>28}", "fault", "injected", "operations", "violations", "longest gap with no holder"),
     ];
     let mut by_type: BTreeMap<Fault, (usize, usize, usize, Duration)> = BTreeMap::new();
@@ -617,6 +687,25 @@ fn check(
         ));
     }
     PhaseReport { lines, violations }
+}
+
+/// `session generations per worker: p0w0 3, p0w1 1+2, ...`: each worker's one `Session` and the
+/// generations it lived through (1 = never expired); a worker whose process was killed and
+/// respawned has one figure per process, joined by `+`.
+fn generations_line(generations: &[(String, u32, u64)]) -> String {
+    let mut by_worker: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for (id, _, generation) in generations {
+        by_worker.entry(id.as_str()).or_default().push(*generation);
+    }
+    let renewed: u64 = generations.iter().map(|(_, _, g)| g.saturating_sub(1)).sum();
+    let per: Vec<String> = by_worker
+        .iter()
+        .map(|(id, gens)| format!("{id} {}", gens.iter().map(u64::to_string).collect::<Vec<_>>().join("+")))
+        .collect();
+    format!(
+        "  session generations per worker (one Session each, never rebuilt; + = a respawned process): {}; {renewed} expired sessions renewed in place",
+        per.join(", ")
+    )
 }
 
 fn arg(name: &str) -> Option<String> {

@@ -1,4 +1,5 @@
-//! A worker process: increments a shared counter in ZooKeeper under an `InterProcessMutex`.
+//! A worker process: increments a shared counter in ZooKeeper under an `InterProcessMutex`,
+//! built from one `Session`.
 //!
 //! ```text
 //! cargo run --example counter_worker -- CONNECT LOCK_PATH COUNTER_PATH ROUNDS OCCUPANCY_FILE [EVENTS_FILE [FORMAT [ID]]]
@@ -13,7 +14,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use zk_recipes::{InterProcessMutex, LockOptions, NodeFormat};
+use zk_recipes::{InterProcessMutex, LockOptions, NodeFormat, Session};
 
 fn append(path: Option<&String>, line: &str) -> std::io::Result<()> {
     if let Some(path) = path {
@@ -35,11 +36,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let events = args.get(5);
     let format: NodeFormat = args.get(6).map_or(Ok(NodeFormat::Curator), |f| f.parse())?;
     let id = args.get(7).cloned().unwrap_or_else(|| format!("worker-{}", std::process::id()));
-    let client = zk_recipes::connect(connect, Duration::from_secs(10)).await?;
+    let session = Session::connect(connect, Duration::from_secs(10)).await?;
     let options = LockOptions::new().participant_id(id.clone()).format(format);
-    let mutex = InterProcessMutex::with_options(client.clone(), lock_path, options)?;
+    let mutex = InterProcessMutex::with_options(&session, lock_path, options)?;
     for _ in 0..rounds {
         let guard = mutex.acquire().await?;
+        // The session's current client: the one of the session the lock was taken in.
+        let client = session.client()?;
         let seq: i64 = guard.node_path().rsplit(['-', '_']).next().unwrap_or_default().parse()?;
         if std::fs::OpenOptions::new().write(true).create_new(true).open(occupancy).is_err() {
             eprintln!("OVERLAP: another process holds the lock too");
@@ -54,5 +57,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         append(events, &format!("exit {id} {seq}"))?;
         guard.release().await?;
     }
+    session.close().await;
     Ok(())
 }

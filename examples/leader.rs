@@ -8,12 +8,14 @@
 //!
 //! One leads, the others wait. Ctrl-C in the leader (a graceful close) or `kill -9` of its
 //! process (its session then times out) hands leadership over; each line says who leads and
-//! with which fencing token. Options: `--id NAME`, `--session-timeout-ms N` (default 4000),
+//! with which fencing token. The latch is built from a self-healing `Session`: if this process's
+//! session expires (a long pause, a partition), leadership is lost and the latch rejoins on a
+//! new session by itself, at the back of the queue. Options: `--id NAME`, `--session-timeout-ms N` (default 4000),
 //! `--path PATH` (default `/zk-recipes-demo/leader`).
 
 use std::time::Duration;
 
-use zk_recipes::{LeaderLatch, Leadership};
+use zk_recipes::{LeaderLatch, Session};
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -30,16 +32,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let timeout =
         Duration::from_millis(arg("--session-timeout-ms").and_then(|s| s.parse().ok()).unwrap_or(4000));
     let path = arg("--path").unwrap_or_else(|| "/zk-recipes-demo/leader".into());
-    let client = zk_recipes::connect(&connect, timeout).await?;
-    let latch = LeaderLatch::new(client, &path, &id)?;
+    let session = Session::connect(&connect, timeout).await?;
+    let latch = LeaderLatch::new(&session, &path, &id)?;
     latch.start()?;
     println!("[{id}] joined {path} (session timeout {} ms)", timeout.as_millis());
     let mut changes = latch.leadership();
     loop {
         let now = *changes.borrow_and_update();
-        match now {
-            Leadership::Leader { fencing_token } => println!("[{id}] LEADER fencing_token={fencing_token}"),
-            Leadership::NotLeader => match latch.leader().await {
+        match now.fencing_token() {
+            Some(fencing_token) => println!("[{id}] LEADER fencing_token={fencing_token}"),
+            None => match latch.leader().await {
                 Ok(Some(leader)) => {
                     println!("[{id}] waiting; leader is {} (fencing_token={})", leader.id, leader.czxid)
                 }
@@ -51,6 +53,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             changed = changes.changed() => if changed.is_err() { break },
             _ = tokio::signal::ctrl_c() => {
                 latch.close().await;
+                session.close().await;
                 println!("[{id}] closed: left the election");
                 return Ok(());
             }

@@ -60,7 +60,11 @@ async fn main() -> Result<(), Error> {
         tasks.push(tokio::spawn(async move {
             for order in 0..10 {
                 let path = format!("/shop/orders/{}", order % 3);
-                let lock = InterProcessMutex::with_options(&session, &path, LockOptions::new().metrics_role("orders"))?;
+                let lock = InterProcessMutex::with_options(
+                    &session,
+                    &path,
+                    LockOptions::new().metrics_role("orders"),
+                )?;
                 let guard = lock.acquire().await?;
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 guard.release().await?;
@@ -86,7 +90,10 @@ async fn main() -> Result<(), Error> {
     socket.write_all(b"GET /metrics HTTP/1.1\r\nhost: localhost\r\n\r\n").await?;
     let mut page = String::new();
     socket.read_to_string(&mut page).await?;
-    for line in page.lines().filter(|l| l.starts_with("zk_recipes_acquires_total") || l.starts_with("zk_recipes_session")) {
+    for line in page
+        .lines()
+        .filter(|l| l.starts_with("zk_recipes_acquires_total") || l.starts_with("zk_recipes_session"))
+    {
         println!("{line}");
     }
     if !page.contains(r#"zk_recipes_acquires_total{recipe="mutex",role="orders",outcome="acquired"} 40"#) {

@@ -1,4 +1,9 @@
-//! Quick start: takes a distributed lock, shows the queue, writes under a fence, releases.
+//! Quick start: connects two `Session`s, takes a distributed lock, shows the queue, writes
+//! under a fence, releases.
+//!
+//! A `Session` is what every recipe is built from: cheap to clone, and self-healing (it starts a
+//! new ZooKeeper session by itself after an expiry). `session.client()` is the escape hatch to
+//! the raw client, for reads and writes of your own.
 //!
 //! ```text
 //! scripts/demo                       # starts a throwaway ZooKeeper through zk-testcluster
@@ -8,7 +13,7 @@
 use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, CreateMode};
-use zk_recipes::{InterProcessMutex, LockOptions};
+use zk_recipes::{InterProcessMutex, LockOptions, Session};
 use zk_testcluster::ZkCluster;
 
 #[tokio::main]
@@ -26,14 +31,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (cluster.connect_string(), Some(cluster))
         }
     };
-    let alice = zk_recipes::connect(&connect, Duration::from_secs(10)).await?;
-    let bob = zk_recipes::connect(&connect, Duration::from_secs(10)).await?;
-    println!("connected two sessions: alice {:#x}, bob {:#x}", alice.session_id().0, bob.session_id().0);
+    let alice = Session::connect(&connect, Duration::from_secs(10)).await?;
+    let bob = Session::connect(&connect, Duration::from_secs(10)).await?;
+    println!(
+        "connected two sessions: alice {:#x}, bob {:#x}",
+        alice.client()?.session_id().0,
+        bob.client()?.session_id().0
+    );
 
     let path = "/zk-recipes-quickstart/orders";
     let alice_lock =
-        InterProcessMutex::with_options(alice.clone(), path, LockOptions::new().participant_id("alice"))?;
-    let bob_lock = InterProcessMutex::with_options(bob, path, LockOptions::new().participant_id("bob"))?;
+        InterProcessMutex::with_options(&alice, path, LockOptions::new().participant_id("alice"))?;
+    let bob_lock = InterProcessMutex::with_options(&bob, path, LockOptions::new().participant_id("bob"))?;
 
     let held = alice_lock.acquire().await?;
     println!("alice holds {path} with fencing token {}", held.fencing_token());
@@ -61,21 +70,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A fenced write commits only while alice's lock node exists.
     let stock = "/zk-recipes-quickstart/stock";
-    if alice.check_stat(stock).await?.is_none() {
-        alice.create(stock, b"100", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
+    let admin = alice.client()?;
+    if admin.check_stat(stock).await?.is_none() {
+        admin.create(stock, b"100", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await?;
     }
     let mut fenced = held.fenced_writer()?;
     fenced.add_set_data(stock, b"99", None)?;
     fenced.commit().await?;
     println!(
         "alice sold one item under the lock: stock is now {}",
-        String::from_utf8_lossy(&alice.get_data(stock).await?.0)
+        String::from_utf8_lossy(&admin.get_data(stock).await?.0)
     );
 
     held.release().await?;
     let bob_token = bob_waits.await??;
     println!("alice released; bob acquired with fencing token {bob_token} (greater: later holder)");
-    alice.delete(stock, None).await?;
+    admin.delete(stock, None).await?;
+    alice.close().await;
+    bob.close().await;
     println!("done");
     Ok(())
 }

@@ -47,7 +47,12 @@ async fn run() -> Result<(), Error> {
     println!("{} ZooKeeper at {}, our session goes through a fault proxy", at(), zk.connect_string());
 
     let session = Session::connect(&proxy.connect_string(), SESSION_TIMEOUT).await?;
-    println!("{} session generation {} connected ({:?} negotiated)", at(), session.generation(), session.session_timeout());
+    println!(
+        "{} session generation {} connected ({:?} negotiated)",
+        at(),
+        session.generation(),
+        session.session_timeout()
+    );
     let mut events = session.events();
     let printer = tokio::spawn(async move {
         let mut seen = Vec::new();
@@ -80,8 +85,11 @@ async fn run() -> Result<(), Error> {
     println!("{} the proxy heals", at());
 
     let mut leadership = latch.leadership();
-    within("leadership regained", leadership.wait_for(|l| matches!(l, Leadership::Leader { fencing_token } if *fencing_token != first)))
-        .await??;
+    within(
+        "leadership regained",
+        leadership.wait_for(|l| matches!(l, Leadership::Leader { fencing_token } if *fencing_token != first)),
+    )
+    .await??;
     let second = latch.await_leadership().await?;
     println!("{} latch leads again with fencing token {second} (generation {})", at(), session.generation());
     if second <= first || session.generation() < 2 {
@@ -104,7 +112,12 @@ async fn run() -> Result<(), Error> {
     session.close().await;
     other.close().await;
     let seen = within("the state stream to end", printer).await??;
-    for want in [ConnectionState::Suspended, ConnectionState::Lost, ConnectionState::Connected, ConnectionState::Closed] {
+    for want in [
+        ConnectionState::Suspended,
+        ConnectionState::Lost,
+        ConnectionState::Connected,
+        ConnectionState::Closed,
+    ] {
         if !seen.contains(&want) {
             return Err(format!("the state stream never showed {want:?}: {seen:?}").into());
         }

@@ -6,21 +6,22 @@
 //! ```
 //! Each sale takes the lock, reads the stock node, and writes it one lower with a fenced write
 //! (it commits only while the lock is held). It checks that exactly STOCK items were sold and
-//! that no stock went below zero. Uses a throwaway ZooKeeper unless ZK_CONNECT is set.
+//! that no stock went below zero. Each worker builds its locks from one `Session`. Uses a
+//! throwaway ZooKeeper unless ZK_CONNECT is set.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zk_recipes::zookeeper_client::{Acls, Client, CreateMode};
-use zk_recipes::{InterProcessMutex, LockOptions};
+use zk_recipes::zookeeper_client::{Acls, CreateMode};
+use zk_recipes::{InterProcessMutex, LockOptions, Session};
 use zk_testcluster::ZkCluster;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Sells one item from `segment` if it has stock: `Ok(false)` when it is empty.
 async fn sell_one(
-    client: &Client,
+    session: &Session,
     lock: &InterProcessMutex,
     stock: &str,
     wait: bool,
@@ -33,7 +34,7 @@ async fn sell_one(
             None => return Ok(None),
         }
     };
-    let (data, _) = client.get_data(stock).await?;
+    let (data, _) = session.client()?.get_data(stock).await?;
     let left: i64 = String::from_utf8(data)?.parse()?;
     if left <= 0 {
         guard.release().await?;
@@ -54,7 +55,8 @@ async fn run(
     stock: u64,
     segments: usize,
 ) -> Result<(u64, f64), Error> {
-    let admin = zk_recipes::connect(connect, Duration::from_secs(10)).await?;
+    let admin_session = Session::connect(connect, Duration::from_secs(10)).await?;
+    let admin = admin_session.client()?;
     let per = stock / segments as u64;
     let mut paths = Vec::new();
     for i in 0..segments {
@@ -76,11 +78,11 @@ async fn run(
     for w in 0..workers {
         let (connect, paths, sold, tag) = (connect.to_string(), paths.clone(), sold.clone(), tag.to_string());
         tasks.push(tokio::spawn(async move {
-            let client = zk_recipes::connect(&connect, Duration::from_secs(10)).await?;
+            let session = Session::connect(&connect, Duration::from_secs(10)).await?;
             let locks: Vec<InterProcessMutex> = (0..paths.len())
                 .map(|i| {
                     InterProcessMutex::with_options(
-                        client.clone(),
+                        &session,
                         &format!("/locks/stock-{tag}/segment-{i}"),
                         LockOptions::new().participant_id(format!("worker-{w}")),
                     )
@@ -97,7 +99,7 @@ async fn run(
                     if empty[i] {
                         continue;
                     }
-                    match sell_one(&client, &locks[i], &paths[i], false).await? {
+                    match sell_one(&session, &locks[i], &paths[i], false).await? {
                         Some(true) => {
                             sold.fetch_add(1, Ordering::Relaxed);
                             progressed = true;
@@ -108,7 +110,7 @@ async fn run(
                 }
                 if !progressed {
                     if let Some(i) = (0..paths.len()).map(|k| (home + k) % paths.len()).find(|&i| !empty[i]) {
-                        match sell_one(&client, &locks[i], &paths[i], true).await? {
+                        match sell_one(&session, &locks[i], &paths[i], true).await? {
                             Some(true) => {
                                 sold.fetch_add(1, Ordering::Relaxed);
                             }
@@ -117,6 +119,7 @@ async fn run(
                     }
                 }
             }
+            session.close().await;
             Ok::<(), Error>(())
         }));
     }
@@ -135,6 +138,7 @@ async fn run(
     if sold != stock {
         return Err(format!("sold {sold} of {stock}: oversold or lost updates").into());
     }
+    admin_session.close().await;
     Ok((sold, secs))
 }
 

@@ -12,6 +12,9 @@
 //! * Phase 3, crash: one process is `kill -9`ed while it holds the lock; the other acquires once
 //!   the dead session times out, with a greater fencing token.
 //!
+//! Each worker process connects one `Session` and builds its mutex from it; unlocked reads and
+//! writes go through the session's raw client (`session.client()`).
+//!
 //! It starts a throwaway ZooKeeper unless `ZK_CONNECT` is set, and exits non-zero if phase 2 or 3
 //! did not come out right.
 
@@ -21,7 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode};
-use zk_recipes::{InterProcessMutex, LockOptions};
+use zk_recipes::{InterProcessMutex, LockOptions, Session};
 use zk_testcluster::ZkCluster;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -41,14 +44,14 @@ async fn read_stock(client: &Client) -> Result<i64, Error> {
 /// Sells until the stock reads 0; prints one line per sale. With `locked`, each sale is made
 /// under the mutex and written with a fenced write.
 async fn worker_sell(connect: &str, name: &str, locked: bool) -> Result<(), Error> {
-    let client = zk_recipes::connect(connect, SESSION_TIMEOUT).await?;
+    let session = Session::connect(connect, SESSION_TIMEOUT).await?;
     let mutex =
-        InterProcessMutex::with_options(client.clone(), LOCK_PATH, LockOptions::new().participant_id(name))?;
+        InterProcessMutex::with_options(&session, LOCK_PATH, LockOptions::new().participant_id(name))?;
     let mut sold = 0;
     loop {
         if locked {
             let guard = mutex.acquire().await?;
-            let stock = read_stock(&client).await?;
+            let stock = read_stock(&session.client()?).await?;
             if stock <= 0 {
                 guard.release().await?;
                 break;
@@ -61,6 +64,7 @@ async fn worker_sell(connect: &str, name: &str, locked: bool) -> Result<(), Erro
             println!("sold item #{stock} holding the lock (fencing token {})", guard.fencing_token());
             guard.release().await?;
         } else {
+            let client = session.client()?;
             let stock = read_stock(&client).await?;
             if stock <= 0 {
                 break;
@@ -71,14 +75,16 @@ async fn worker_sell(connect: &str, name: &str, locked: bool) -> Result<(), Erro
             println!("sold item #{stock} (read {stock}, wrote {})", stock - 1);
         }
     }
+    session.close().await;
     println!("SOLD {sold}");
     Ok(())
 }
 
 /// Takes the lock and holds it until killed.
 async fn worker_hold(connect: &str, name: &str) -> Result<(), Error> {
-    let client = zk_recipes::connect(connect, SESSION_TIMEOUT).await?;
-    let mutex = InterProcessMutex::with_options(client, LOCK_PATH, LockOptions::new().participant_id(name))?;
+    let session = Session::connect(connect, SESSION_TIMEOUT).await?;
+    let mutex =
+        InterProcessMutex::with_options(&session, LOCK_PATH, LockOptions::new().participant_id(name))?;
     let guard = mutex.acquire().await?;
     println!("HOLDING fencing_token={}", guard.fencing_token());
     std::future::pending::<()>().await;
@@ -87,8 +93,9 @@ async fn worker_hold(connect: &str, name: &str) -> Result<(), Error> {
 
 /// Queues for the lock, says so, and reports when it gets it.
 async fn worker_wait(connect: &str, name: &str) -> Result<(), Error> {
-    let client = zk_recipes::connect(connect, SESSION_TIMEOUT).await?;
-    let mutex = InterProcessMutex::with_options(client, LOCK_PATH, LockOptions::new().participant_id(name))?;
+    let session = Session::connect(connect, SESSION_TIMEOUT).await?;
+    let mutex =
+        InterProcessMutex::with_options(&session, LOCK_PATH, LockOptions::new().participant_id(name))?;
     let acquiring = mutex.acquire();
     tokio::pin!(acquiring);
     let mut announced = false;
@@ -106,6 +113,7 @@ async fn worker_wait(connect: &str, name: &str) -> Result<(), Error> {
     };
     println!("ACQUIRED fencing_token={}", guard.fencing_token());
     guard.release().await?;
+    session.close().await;
     Ok(())
 }
 
@@ -216,7 +224,8 @@ async fn narrate() -> Result<bool, Error> {
             (cluster.connect_string(), Some(cluster))
         }
     };
-    let admin = zk_recipes::connect(&connect, Duration::from_secs(10)).await?;
+    let admin_session = Session::connect(&connect, Duration::from_secs(10)).await?;
+    let admin = admin_session.client()?;
     let (tx, rx) = mpsc::channel();
     let mut ok = true;
 
@@ -269,6 +278,7 @@ async fn narrate() -> Result<bool, Error> {
     if new <= old {
         ok = false;
     }
+    admin_session.close().await;
     println!("\n{}", if ok { "Demo passed." } else { "Demo FAILED." });
     Ok(ok)
 }

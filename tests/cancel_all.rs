@@ -46,12 +46,12 @@ macro_rules! fuzz {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_and_write_locks() {
     let zk = standalone().await;
-    let blocker = InterProcessReadWriteLock::new(client(&zk.connect_string()).await, "/c/rw").unwrap();
-    let c = client(&zk.connect_string()).await;
-    let lock = InterProcessReadWriteLock::new(c.clone(), "/c/rw").unwrap();
+    let blocker = InterProcessReadWriteLock::new(&session(&zk.connect_string()).await, "/c/rw").unwrap();
+    let c = session(&zk.connect_string()).await;
+    let lock = InterProcessReadWriteLock::new(&c, "/c/rw").unwrap();
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/rw"],
         busy = blocker.write().await.ok(),
         attempt(rng) = {
@@ -67,12 +67,12 @@ async fn read_and_write_locks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn semaphore_leases() {
     let zk = standalone().await;
-    let blocker = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/c/sem", 3).unwrap();
-    let c = client(&zk.connect_string()).await;
-    let sem = InterProcessSemaphore::new(c.clone(), "/c/sem", 3).unwrap();
+    let blocker = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/c/sem", 3).unwrap();
+    let c = session(&zk.connect_string()).await;
+    let sem = InterProcessSemaphore::new(&c, "/c/sem", 3).unwrap();
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/sem"],
         busy = blocker.acquire(2).await.ok(),
         attempt(rng) = {
@@ -85,12 +85,12 @@ async fn semaphore_leases() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn semaphore_mutex() {
     let zk = standalone().await;
-    let blocker = InterProcessSemaphoreMutex::new(client(&zk.connect_string()).await, "/c/smutex").unwrap();
-    let c = client(&zk.connect_string()).await;
-    let lock = InterProcessSemaphoreMutex::new(c.clone(), "/c/smutex").unwrap();
+    let blocker = InterProcessSemaphoreMutex::new(&session(&zk.connect_string()).await, "/c/smutex").unwrap();
+    let c = session(&zk.connect_string()).await;
+    let lock = InterProcessSemaphoreMutex::new(&c, "/c/smutex").unwrap();
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/smutex"],
         busy = blocker.acquire().await.ok(),
         attempt(rng) = { drop_randomly(&mut rng, || lock.acquire()).await }
@@ -100,12 +100,12 @@ async fn semaphore_mutex() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn multi_lock() {
     let zk = standalone().await;
-    let blocker = InterProcessMutex::new(client(&zk.connect_string()).await, "/c/m2").unwrap();
-    let c = client(&zk.connect_string()).await;
-    let multi = InterProcessMultiLock::new(c.clone(), &["/c/m1", "/c/m2", "/c/m3"]).unwrap();
+    let blocker = InterProcessMutex::new(&session(&zk.connect_string()).await, "/c/m2").unwrap();
+    let c = session(&zk.connect_string()).await;
+    let multi = InterProcessMultiLock::new(&c, &["/c/m1", "/c/m2", "/c/m3"]).unwrap();
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/m1", "/c/m2", "/c/m3"],
         busy = blocker.acquire().await.ok(),
         attempt(rng) = { drop_randomly(&mut rng, || multi.acquire()).await }
@@ -125,20 +125,20 @@ impl Incumbent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_latch_dropped_mid_election() {
     let zk = standalone().await;
-    let c = client(&zk.connect_string()).await;
-    let other = client(&zk.connect_string()).await;
+    let c = session(&zk.connect_string()).await;
+    let other = session(&zk.connect_string()).await;
     // Half the time another latch leads, so ours is queued when dropped.
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/latch"],
         busy = {
-            let incumbent = LeaderLatch::new(other.clone(), "/c/latch", "incumbent").unwrap();
+            let incumbent = LeaderLatch::new(&other, "/c/latch", "incumbent").unwrap();
             incumbent.start().unwrap();
             within("incumbent leads", incumbent.await_leadership()).await.ok().map(|_| Incumbent(incumbent))
         },
         attempt(rng) = {
-            let latch = LeaderLatch::new(c.clone(), "/c/latch", "ours").unwrap();
+            let latch = LeaderLatch::new(&c, "/c/latch", "ours").unwrap();
             latch.start().unwrap();
             drop_randomly(&mut rng, || latch.await_leadership()).await
         }
@@ -148,17 +148,16 @@ async fn leader_latch_dropped_mid_election() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn leader_selector_dropped_mid_election() {
     let zk = standalone().await;
-    let c = client(&zk.connect_string()).await;
+    let c = session(&zk.connect_string()).await;
     // A selector queues on Curator's lock names: a mutex holder makes it wait.
-    let incumbent = InterProcessMutex::new(client(&zk.connect_string()).await, "/c/selector").unwrap();
+    let incumbent = InterProcessMutex::new(&session(&zk.connect_string()).await, "/c/selector").unwrap();
     fuzz!(
         zk,
-        c.session_id().0,
+        raw(&c).session_id().0,
         ["/c/selector"],
         busy = incumbent.acquire().await.ok(),
         attempt(rng) = {
-            let selector =
-                LeaderSelector::new(c.clone(), "/c/selector", SelectorOptions::new("ours")).unwrap();
+            let selector = LeaderSelector::new(&c, "/c/selector", SelectorOptions::new("ours")).unwrap();
             selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
             drop_randomly(&mut rng, || selector.await_leadership()).await
         }

@@ -243,7 +243,11 @@ async fn the_semaphore_maximum_is_checked_on_every_acquire() {
     let held = five.acquire(1).await.unwrap();
     assert!(matches!(one.try_acquire(1).await, Err(Error::LeaseMaxMismatch { .. })));
     held.release().await.unwrap();
-    assert_eq!(children(&admin, "/c/sem-max").await, Vec::<String>::new(), "the refused acquire left no node");
+    assert_eq!(
+        children(&admin, "/c/sem-max").await,
+        Vec::<String>::new(),
+        "the refused acquire left no node"
+    );
 }
 
 /// Claim: `acquire_timeout` and `try_acquire` return by their deadline whatever the
@@ -284,8 +288,10 @@ async fn a_revocation_request_made_while_waiting_is_delivered_once_holding() {
     let waiter = InterProcessMutex::with_options(&session, "/c/revoke-wait", revocable).unwrap();
     let waiting = tokio::spawn(async move { waiter.acquire().await.unwrap() });
     let admin = admin(&zk.connect_string()).await;
-    common::eventually("the waiter to queue", || async { children(&admin, "/c/revoke-wait").await.len() == 2 })
-        .await;
+    common::eventually("the waiter to queue", || async {
+        children(&admin, "/c/revoke-wait").await.len() == 2
+    })
+    .await;
     let queue = holder.participants().await.unwrap();
     let waiter_node = format!("/c/revoke-wait/{}", queue[1].node);
     assert!(zk_recipes::request_revocation(&admin, &waiter_node).await.unwrap());
@@ -377,7 +383,9 @@ async fn a_blocking_task_cannot_hide_a_lost_term_and_the_selector_requeues() {
     let mut leadership = selector.leadership();
     let node = children(&admin, "/c/blocking").await.remove(0);
     admin.delete(&format!("/c/blocking/{node}"), None).await.unwrap();
-    within("NotLeader while the task blocks", leadership.wait_for(|l| *l == Leadership::NotLeader)).await.unwrap();
+    within("NotLeader while the task blocks", leadership.wait_for(|l| *l == Leadership::NotLeader))
+        .await
+        .unwrap();
     assert!(!selector.has_leadership());
     unblock.send(()).unwrap();
     let second = within("leadership after requeue", async {

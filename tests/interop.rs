@@ -173,7 +173,7 @@ async fn our_latch_beside_curators_leader_latch() {
     let mut java = Peer::spawn(peers::curator(&as_refs(&latch_args("java-1"))));
     java.expect("LEADER").await;
     let ours = LeaderLatch::new(
-        client_with_timeout(&connect, Duration::from_secs(5)).await,
+        &session_with_timeout(&connect, Duration::from_secs(5)).await,
         "/interop/latch",
         "rust",
     )
@@ -203,11 +203,8 @@ async fn handover_on_expiry_and_on_kill_across_languages() {
     let connect = zk.connect_string();
     let proxy = zk.proxy().unwrap();
     // A Rust holder's session expires; a waiting Curator process acquires.
-    let rust = InterProcessMutex::new(
-        client_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await,
-        "/interop/handover",
-    )
-    .unwrap();
+    let rust_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await;
+    let rust = InterProcessMutex::new(&rust_session, "/interop/handover").unwrap();
     let held = rust.acquire().await.unwrap();
     let rust_seq: i64 = held.node_path().rsplit('-').next().unwrap().parse().unwrap();
     let mut java = Peer::spawn(peers::curator(&["hold", &connect, "/interop/handover", "java", "2000"]));
@@ -219,9 +216,12 @@ async fn handover_on_expiry_and_on_kill_across_languages() {
     assert!(java_seq > rust_seq);
     within("rust holder sees Lost", held.lost()).await;
     proxy.heal();
+    // The Rust side starts a new session by itself; the expired hold stays lost.
+    wait_new_generation(&rust_session, 1).await;
+    assert!(matches!(held.release().await, Err(Error::LockLost { .. })));
 
     // A killed Curator holder hands over to a Rust waiter.
-    let waiter = InterProcessMutex::new(client(&connect).await, "/interop/handover").unwrap();
+    let waiter = InterProcessMutex::new(&session(&connect).await, "/interop/handover").unwrap();
     let w = waiter.clone();
     let waiting = tokio::spawn(async move { w.acquire().await });
     eventually("rust queued", || async { children(&admin, "/interop/handover").await.len() == 2 }).await;
@@ -239,13 +239,10 @@ async fn unsafe_mixes_are_refused_and_leave_nothing() {
     // Curator holds; a kazoo-format acquire on the path is refused.
     let mut java = Peer::spawn(peers::curator(&["hold", &connect, "/interop/mix1", "java", "10000"]));
     java.expect("HOLDING").await;
-    let c = client(&connect).await;
-    let kazoo_side = InterProcessMutex::with_options(
-        c.clone(),
-        "/interop/mix1",
-        LockOptions::new().format(NodeFormat::Kazoo),
-    )
-    .unwrap();
+    let c = session(&connect).await;
+    let kazoo_side =
+        InterProcessMutex::with_options(&c, "/interop/mix1", LockOptions::new().format(NodeFormat::Kazoo))
+            .unwrap();
     match kazoo_side.acquire_timeout(Duration::from_secs(10)).await {
         Err(Error::FormatConflict { path, node, ours: NodeFormat::Kazoo, theirs: NodeFormat::Curator }) => {
             assert_eq!(path, "/interop/mix1");
@@ -254,7 +251,7 @@ async fn unsafe_mixes_are_refused_and_leave_nothing() {
         other => panic!("expected FormatConflict, got {other:?}"),
     }
     assert!(
-        nodes_owned_by(&admin, "/interop/mix1", c.session_id().0).await.is_empty(),
+        nodes_owned_by(&admin, "/interop/mix1", raw(&c).session_id().0).await.is_empty(),
         "a refused acquire left a node"
     );
     java.say("release");
@@ -263,20 +260,20 @@ async fn unsafe_mixes_are_refused_and_leave_nothing() {
     // kazoo holds; a Curator-format acquire (and a Curator-format latch) is refused.
     let mut py = Peer::spawn(peers::kazoo(&["hold", &connect, "/interop/mix2", "py", "10000"]));
     py.expect("HOLDING").await;
-    let curator_side = InterProcessMutex::new(c.clone(), "/interop/mix2").unwrap();
+    let curator_side = InterProcessMutex::new(&c, "/interop/mix2").unwrap();
     assert!(matches!(
         curator_side.try_acquire().await,
         Err(Error::FormatConflict { theirs: NodeFormat::Kazoo, .. })
     ));
     assert!(matches!(curator_side.acquire().await, Err(Error::FormatConflict { .. })));
-    let latch = LeaderLatch::with_options(c.clone(), "/interop/mix2", "rust", LatchOptions::new()).unwrap();
+    let latch = LeaderLatch::with_options(&c, "/interop/mix2", "rust", LatchOptions::new()).unwrap();
     latch.start().unwrap();
     assert!(matches!(
         within("latch refused", latch.await_leadership()).await,
         Err(Error::FormatConflict { .. })
     ));
     assert!(
-        nodes_owned_by(&admin, "/interop/mix2", c.session_id().0).await.is_empty(),
+        nodes_owned_by(&admin, "/interop/mix2", raw(&c).session_id().0).await.is_empty(),
         "a refused acquire left a node"
     );
     py.say("release");
@@ -289,7 +286,7 @@ async fn our_kazoo_format_rwlock_beside_kazoos_read_and_write_locks() {
     let connect = zk.connect_string();
     let admin = client(&connect).await;
     let ours = InterProcessReadWriteLock::with_options(
-        client(&connect).await,
+        &session(&connect).await,
         "/interop/rw",
         LockOptions::new().format(NodeFormat::Kazoo),
     )

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use zk_recipes::{LatchOptions, LeaderLatch, LeaderSelector, Leadership, LossPolicy, SelectorOptions};
+use zk_recipes::{
+    LatchOptions, LeaderLatch, LeaderSelector, Leadership, LossPolicy, SelectorOptions, TermOutcome,
+};
 use zk_testcluster::ZkCluster;
 
 /// Counts leaders seen at once across latches in this process, from their leadership channels.
@@ -64,7 +66,8 @@ async fn one_leader_at_a_time_and_closing_hands_over_in_sequence_order() {
     let mut latches = Vec::new();
     for i in 0..5 {
         latches.push(
-            LeaderLatch::new(client(&zk.connect_string()).await, "/election/five", &format!("p{i}")).unwrap(),
+            LeaderLatch::new(&session(&zk.connect_string()).await, "/election/five", &format!("p{i}"))
+                .unwrap(),
         );
     }
     let latches = Arc::new(latches);
@@ -99,16 +102,12 @@ async fn leader_session_expiry_reports_not_leader_before_a_new_leader_appears() 
     let proxy = zk.proxy().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let count = Arc::new(LeaderCount::default());
-    let old = LeaderLatch::new(
-        client_with_timeout(&proxy.connect_string(), Duration::from_secs(2)).await,
-        "/election/expiry",
-        "old",
-    )
-    .unwrap();
+    let old_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(2)).await;
+    let old = LeaderLatch::new(&old_session, "/election/expiry", "old").unwrap();
     observe(old.leadership(), count.clone(), log.clone(), "old".into());
     old.start().unwrap();
     let old_token = within("old leads", old.await_leadership()).await.unwrap();
-    let new = LeaderLatch::new(client(&zk.connect_string()).await, "/election/expiry", "new").unwrap();
+    let new = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/expiry", "new").unwrap();
     observe(new.leadership(), count.clone(), log.clone(), "new".into());
     new.start().unwrap();
     eventually("new queued", || async { new.participants().await.unwrap().len() == 2 }).await;
@@ -130,17 +129,38 @@ async fn leader_session_expiry_reports_not_leader_before_a_new_leader_appears() 
     let new_won = log.iter().find(|(_, id, l)| id == "new" && l.is_leader()).expect("new won").0;
     assert!(old_lost <= new_won, "the old leader still led when the new one took over: {log:?}");
     assert_eq!(count.max.load(Ordering::SeqCst), 1, "{log:?}");
+
+    // The old latch does not stop: its session starts a new session once the server is
+    // reachable, and it rejoins the election there, at the back.
     proxy.heal();
+    let generation = wait_new_generation(&old_session, 1).await;
+    assert!(generation >= 2);
+    eventually("old rejoined", || async {
+        new.participants()
+            .await
+            .map(|p| p.iter().map(|p| p.id.clone()).collect::<Vec<_>>() == ["new", "old"])
+            .unwrap_or(false)
+    })
+    .await;
+    assert!(!old.has_leadership(), "the old latch leads behind the new leader");
+    // When the new leader leaves, the old latch leads again, with a newer token.
+    new.close().await;
+    let regained = within("old leads again", old.await_leadership()).await.unwrap();
+    assert!(regained > new_token, "token {regained} not above {new_token}");
+    assert_eq!(count.max.load(Ordering::SeqCst), 1, "two leaders at once");
+    old.close().await;
+    let admin = client(&zk.connect_string()).await;
+    assert!(children(&admin, "/election/expiry").await.is_empty(), "close() left nodes");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn deleting_the_leaders_node_makes_it_not_leader_and_the_next_leads() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let a = LeaderLatch::new(client(&zk.connect_string()).await, "/election/deleted", "a").unwrap();
+    let a = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/deleted", "a").unwrap();
     a.start().unwrap();
     within("a leads", a.await_leadership()).await.unwrap();
-    let b = LeaderLatch::new(client(&zk.connect_string()).await, "/election/deleted", "b").unwrap();
+    let b = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/deleted", "b").unwrap();
     b.start().unwrap();
     eventually("b queued", || async { b.participants().await.unwrap().len() == 2 }).await;
 
@@ -164,7 +184,7 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
     let mut selectors = Vec::new();
     for id in ["s0", "s1", "s2"] {
         let sel = LeaderSelector::new(
-            client(&zk.connect_string()).await,
+            &session(&zk.connect_string()).await,
             "/election/rotate",
             SelectorOptions::new(id).auto_requeue(true),
         )
@@ -209,7 +229,7 @@ async fn a_selector_whose_task_ignores_the_stop_signal_is_still_not_leader() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let sel = LeaderSelector::new(
-        client(&zk.connect_string()).await,
+        &session(&zk.connect_string()).await,
         "/election/stubborn",
         SelectorOptions::new("stubborn").grace(Duration::from_millis(300)),
     )
@@ -231,12 +251,19 @@ async fn a_selector_whose_task_ignores_the_stop_signal_is_still_not_leader() {
     })
     .unwrap();
     within("leads", sel.await_leadership()).await.unwrap();
+    let token = sel.leadership().borrow().fencing_token().expect("leading");
+    let mut terms = sel.terms();
     let node = sel.participants().await.unwrap()[0].node.clone();
     admin.delete(&format!("/election/stubborn/{node}"), None).await.unwrap();
     let mut rx = sel.leadership();
     within("not leader", rx.wait_for(|l| !l.is_leader())).await.unwrap();
     // After the grace period the task is dropped.
     eventually("task dropped", || async { dropped.load(Ordering::SeqCst) == 1 }).await;
+    // The term is reported as lost, with the task aborted.
+    let ended = within("the term's end", terms.recv()).await.unwrap();
+    assert_eq!(ended.fencing_token, token);
+    assert_eq!(ended.outcome, TermOutcome::Lost);
+    assert!(ended.aborted, "the task ignored the stop signal, yet it was not aborted");
     sel.close().await;
 }
 
@@ -246,10 +273,10 @@ async fn killing_the_zookeeper_leader_keeps_exactly_one_latch_leader() {
     let mut zk = ZkCluster::ensemble(3).await.expect("ensemble");
     let mut latches = Vec::new();
     for i in 0..3 {
-        let c = client_with_timeout(&zk.connect_string(), Duration::from_secs(10)).await;
+        let s = session_with_timeout(&zk.connect_string(), Duration::from_secs(10)).await;
         latches.push(
             LeaderLatch::with_options(
-                c,
+                &s,
                 "/election/ensemble",
                 &format!("e{i}"),
                 LatchOptions::new().loss_policy(LossPolicy::SessionOnly),
@@ -287,10 +314,12 @@ async fn killing_the_zookeeper_leader_keeps_exactly_one_latch_leader() {
 async fn close_and_drop_leave_no_node() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let leader = LeaderLatch::new(client(&zk.connect_string()).await, "/election/cleanup", "leader").unwrap();
+    let leader =
+        LeaderLatch::new(&session(&zk.connect_string()).await, "/election/cleanup", "leader").unwrap();
     leader.start().unwrap();
     within("leads", leader.await_leadership()).await.unwrap();
-    let waiter = LeaderLatch::new(client(&zk.connect_string()).await, "/election/cleanup", "waiter").unwrap();
+    let waiter =
+        LeaderLatch::new(&session(&zk.connect_string()).await, "/election/cleanup", "waiter").unwrap();
     waiter.start().unwrap();
     eventually("queued", || async { children(&admin, "/election/cleanup").await.len() == 2 }).await;
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use common::{children, within};
 use zk_recipes::{
-    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, Lock, LockExt,
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphoreMutex, Lock,
+    LockExt,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -89,9 +89,17 @@ async fn metrics_count_the_work_done() {
     assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("timeout")), 1);
     assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("cancelled")), 1);
     assert_eq!(samples(&snap, "zk_recipes_acquire_wait_seconds", &role), 4);
-    assert_eq!(samples(&snap, "zk_recipes_hold_seconds", &role), 4, "three releases and one lost hold let go");
     assert_eq!(
-        counter(&snap, "zk_recipes_holds_lost_total", &[("recipe", "mutex"), ("role", "orders"), ("cause", "node_deleted")]),
+        samples(&snap, "zk_recipes_hold_seconds", &role),
+        4,
+        "three releases and one lost hold let go"
+    );
+    assert_eq!(
+        counter(
+            &snap,
+            "zk_recipes_holds_lost_total",
+            &[("recipe", "mutex"), ("role", "orders"), ("cause", "node_deleted")]
+        ),
         1
     );
     // One sample per node that joined a queue.

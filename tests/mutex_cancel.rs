@@ -11,9 +11,9 @@ use zk_recipes::InterProcessMutex;
 async fn dropped_acquires_at_random_points_leave_no_node() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let holder = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/cancel").unwrap();
-    let contender_client = client(&zk.connect_string()).await;
-    let contender = InterProcessMutex::new(contender_client.clone(), "/locks/cancel").unwrap();
+    let holder = InterProcessMutex::new(&session(&zk.connect_string()).await, "/locks/cancel").unwrap();
+    let contender_session = session(&zk.connect_string()).await;
+    let contender = InterProcessMutex::new(&contender_session, "/locks/cancel").unwrap();
     let seed = seed();
     eprintln!("cancellation seed: {seed} (replay with ZK_TEST_SEED={seed})");
     let mut rng = Rng(seed);
@@ -52,7 +52,7 @@ async fn dropped_acquires_at_random_points_leave_no_node() {
     let mut ours = Vec::new();
     for name in children(&admin, "/locks/cancel").await {
         if let Ok((_, stat)) = admin.get_data(&format!("/locks/cancel/{name}")).await {
-            if stat.ephemeral_owner == contender_client.session_id().0 {
+            if stat.ephemeral_owner == raw(&contender_session).session_id().0 {
                 ours.push(name);
             }
         }

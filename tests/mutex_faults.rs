@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use zk_recipes::zookeeper_client::SessionState;
 use zk_recipes::{InterProcessMutex, LockOptions, LockStatus, LossPolicy};
 use zk_testcluster::ZkCluster;
 
@@ -15,13 +14,16 @@ use zk_testcluster::ZkCluster;
 async fn holder_session_expiry_is_reported_lost_and_a_waiter_takes_over() {
     let zk = standalone().await;
     let proxy = zk.proxy().unwrap();
-    let holder_client = client_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await;
-    let holder = InterProcessMutex::new(holder_client.clone(), "/locks/expiry").unwrap();
-    let waiter = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/expiry").unwrap();
+    let holder_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await;
+    let holder = InterProcessMutex::new(&holder_session, "/locks/expiry").unwrap();
+    let waiter = InterProcessMutex::new(&session(&zk.connect_string()).await, "/locks/expiry").unwrap();
 
     let held = holder.acquire().await.unwrap();
     let old_token = held.fencing_token();
-    let waiting = tokio::spawn(async move { waiter.acquire().await });
+    assert_eq!(held.session_generation(), 1);
+    assert!(held.safe_until().is_some(), "a live hold has a safe window");
+    // The task hands back the handle with the guard: the handle keeps its session open.
+    let waiting = tokio::spawn(async move { waiter.acquire().await.map(|g| (g, waiter)) });
     eventually("waiter queued", || async {
         holder.participants().await.map(|p| p.len() == 2).unwrap_or(false)
     })
@@ -29,7 +31,7 @@ async fn holder_session_expiry_is_reported_lost_and_a_waiter_takes_over() {
 
     proxy.blackhole();
     // The server expires the holder's session; the waiter acquires.
-    let taken = within("waiter acquires", waiting).await.unwrap().unwrap();
+    let (taken, _waiter) = within("waiter acquires", waiting).await.unwrap().unwrap();
     assert!(
         taken.fencing_token() > old_token,
         "token did not grow: {} <= {old_token}",
@@ -39,10 +41,27 @@ async fn holder_session_expiry_is_reported_lost_and_a_waiter_takes_over() {
     let mut status = held.status();
     within("holder sees Lost", status.wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
     within("lost()", held.lost()).await;
+    assert!(held.safe_until().is_none(), "a lost hold still reports a safe window");
+    // The session starts a new session by itself once the server is reachable again.
     proxy.heal();
-    wait_state(&holder_client, SessionState::Expired).await;
+    let generation = wait_new_generation(&holder_session, 1).await;
+    assert!(generation >= 2);
+    // The hold belongs to the expired session: it stays lost, and can't be re-entered.
+    assert_eq!(held.current_status(), LockStatus::Lost);
+    assert!(matches!(held.reenter(), Err(zk_recipes::Error::LockLost { .. })));
     assert!(matches!(held.release().await, Err(zk_recipes::Error::LockLost { .. })));
+    // The same handle carries on, on the new session, behind the waiter that took over.
+    let again = tokio::spawn({
+        let holder = holder.clone();
+        async move { holder.acquire().await }
+    });
+    let taken_token = taken.fencing_token();
     taken.release().await.unwrap();
+    let again = within("the holder's handle acquires on the new session", again).await.unwrap().unwrap();
+    assert_eq!(again.session_generation(), holder_session.generation());
+    assert!(again.session_generation() >= 2);
+    assert!(again.fencing_token() > taken_token);
+    again.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -50,9 +69,9 @@ async fn a_short_disconnect_suspends_then_holds_again_with_the_node_intact() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let proxy = zk.proxy().unwrap();
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(8)).await;
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(8)).await;
     let mutex = InterProcessMutex::with_options(
-        c,
+        &s,
         "/locks/suspend",
         LockOptions::new().loss_policy(LossPolicy::SessionOnly),
     )
@@ -72,6 +91,9 @@ async fn a_short_disconnect_suspends_then_holds_again_with_the_node_intact() {
     let (_, after) = admin.get_data(g.node_path()).await.expect("node intact");
     assert_eq!(after.czxid, before.czxid);
     assert_eq!(after.ephemeral_owner, before.ephemeral_owner);
+    // Same session: no new generation.
+    assert_eq!(s.generation(), 1);
+    assert_eq!(g.session_generation(), 1);
     g.release().await.expect("release after suspension");
 }
 
@@ -79,8 +101,8 @@ async fn a_short_disconnect_suspends_then_holds_again_with_the_node_intact() {
 async fn suspended_counts_as_lost_under_the_default_policy() {
     let zk = standalone().await;
     let proxy = zk.proxy().unwrap();
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(8)).await;
-    let mutex = InterProcessMutex::new(c, "/locks/strict").unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(8)).await;
+    let mutex = InterProcessMutex::new(&s, "/locks/strict").unwrap();
     let g = mutex.acquire().await.unwrap();
     proxy.blackhole();
     proxy.cut();
@@ -97,25 +119,39 @@ async fn suspended_counts_as_lost_under_the_default_policy() {
 async fn deleting_the_holders_node_from_outside_is_lost_and_hands_over() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let holder = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/admin").unwrap();
-    let waiter = InterProcessMutex::new(client(&zk.connect_string()).await, "/locks/admin").unwrap();
+    // Revocable: the holder watches its own node, so it hears of the deletion at once.
+    let holder = InterProcessMutex::with_options(
+        &session(&zk.connect_string()).await,
+        "/locks/admin",
+        LockOptions::new().revocable(true),
+    )
+    .unwrap();
+    let waiter = InterProcessMutex::new(&session(&zk.connect_string()).await, "/locks/admin").unwrap();
     let g = holder.acquire().await.unwrap();
-    let waiting = tokio::spawn(async move { waiter.acquire().await });
+    // The task hands back the handle with the guard: the handle keeps its session open.
+    let waiting = tokio::spawn(async move { waiter.acquire().await.map(|g| (g, waiter)) });
     eventually("waiter queued", || async { children(&admin, "/locks/admin").await.len() == 2 }).await;
 
     admin.delete(g.node_path(), None).await.unwrap();
     within("Lost", g.lost()).await;
     assert_eq!(g.current_status(), LockStatus::Lost);
-    let next = within("next waiter acquires", waiting).await.unwrap().unwrap();
+    let (next, _waiter) = within("next waiter acquires", waiting).await.unwrap().unwrap();
     assert!(next.fencing_token() > g.fencing_token());
-    // A reentrant acquire on a lost hold does not re-enter it: it queues anew.
+    // A lost hold can't be re-entered; releasing it reports the loss.
+    assert!(matches!(g.reenter(), Err(zk_recipes::Error::LockLost { .. })));
+    let (lost_node, lost_token) = (g.node_path().to_string(), g.fencing_token());
+    assert!(matches!(g.release().await, Err(zk_recipes::Error::LockLost { .. })));
+    // An acquire through the same handle queues anew, behind the new holder.
     let again = tokio::spawn({
         let holder = holder.clone();
         async move { holder.acquire().await }
     });
+    eventually("queued anew", || async { children(&admin, "/locks/admin").await.len() == 2 }).await;
     next.release().await.unwrap();
     let again = within("fresh acquire after loss", again).await.unwrap().unwrap();
-    assert_ne!(again.node_path(), g.node_path());
+    assert_ne!(again.node_path(), lost_node);
+    assert!(again.fencing_token() > lost_token);
+    again.release().await.unwrap();
 }
 
 /// How the connection under an in-flight create goes away.
@@ -141,8 +177,8 @@ async fn create_reply_lost(how: Loss) {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let proxy = zk.proxy().unwrap();
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
-    let mutex = InterProcessMutex::new(c.clone(), "/locks/protected").unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let mutex = InterProcessMutex::new(&s, "/locks/protected").unwrap();
     // Make the parents first so that the create under test is the only one in flight.
     mutex.acquire().await.unwrap().release().await.unwrap();
 
@@ -165,7 +201,8 @@ async fn create_reply_lost(how: Loss) {
     assert_eq!(nodes.len(), 1, "duplicated: {nodes:?}");
     assert_eq!(g.node_path().rsplit('/').next().unwrap(), nodes[0]);
     let (_, stat) = admin.get_data(g.node_path()).await.unwrap();
-    assert_eq!(stat.ephemeral_owner, c.session_id().0);
+    assert_eq!(stat.ephemeral_owner, raw(&s).session_id().0);
+    assert_eq!(g.session_generation(), 1, "the session did not survive the cut");
     assert_eq!(stat.czxid as u64, g.fencing_token());
     g.release().await.unwrap();
     assert!(children(&admin, "/locks/protected").await.is_empty());
@@ -176,9 +213,9 @@ async fn a_release_whose_connection_is_reset_reports_success_once_the_node_is_go
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let proxy = zk.proxy().unwrap();
-    let c = client_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
     let mutex = InterProcessMutex::with_options(
-        c.clone(),
+        &s,
         "/locks/release-reset",
         LockOptions::new().loss_policy(LossPolicy::SessionOnly),
     )
@@ -195,6 +232,7 @@ async fn a_release_whose_connection_is_reset_reports_success_once_the_node_is_go
     within("release after reset", releasing).await.unwrap().expect("release");
     assert!(children(&admin, "/locks/release-reset").await.is_empty());
     // The session lived through it, and the lock works on.
+    assert_eq!(s.generation(), 1);
     mutex.acquire().await.unwrap().release().await.unwrap();
 }
 
@@ -212,15 +250,17 @@ async fn killing_the_zookeeper_leader_never_double_grants_and_the_queue_goes_on(
     for _ in 0..CONTENDERS {
         let (connect, overlap, progress_tx) = (zk.connect_string(), overlap.clone(), progress_tx.clone());
         tasks.push(tokio::spawn(async move {
-            let c = client_with_timeout(&connect, Duration::from_secs(10)).await;
+            let s = session_with_timeout(&connect, Duration::from_secs(10)).await;
             let mutex = InterProcessMutex::with_options(
-                c.clone(),
+                &s,
                 "/locks/failover",
                 LockOptions::new().loss_policy(LossPolicy::SessionOnly),
             )
             .unwrap();
             for _ in 0..ROUNDS {
                 let g = mutex.acquire().await.expect("acquire");
+                // The current client: the one of the session the hold was taken in.
+                let c = raw(&s);
                 overlap.enter();
                 // Through the failover the write may see connection loss; retry it.
                 loop {

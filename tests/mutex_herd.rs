@@ -31,15 +31,17 @@ async fn one_release_wakes_exactly_one_of_32_waiters() {
     const WAITERS: usize = 32;
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let holder_client = client(&zk.connect_string()).await;
-    let holder = InterProcessMutex::new(holder_client.clone(), "/locks/herd").unwrap();
+    let holder_session = session(&zk.connect_string()).await;
+    let holder = InterProcessMutex::new(&holder_session, "/locks/herd").unwrap();
     let held = holder.acquire().await.unwrap();
 
     let mut waiters = Vec::new();
     let (granted_tx, mut granted) = tokio::sync::mpsc::unbounded_channel();
     for i in 0..WAITERS {
-        let c = client(&zk.connect_string()).await;
-        let m = InterProcessMutex::new(c.clone(), "/locks/herd").unwrap();
+        let s = session(&zk.connect_string()).await;
+        let m = InterProcessMutex::new(&s, "/locks/herd").unwrap();
+        // Each waiter on its own session (its own handle): the herd is between sessions.
+        let c = raw(&s);
         let (m2, tx) = (m.clone(), granted_tx.clone());
         let task = tokio::spawn(async move {
             let g = m2.acquire().await.expect("acquire");
@@ -51,7 +53,7 @@ async fn one_release_wakes_exactly_one_of_32_waiters() {
     }
 
     // Server side: every queue node is watched only by its owner and its immediate successor.
-    let mut sessions = vec![holder_client.session_id().0];
+    let mut sessions = vec![raw(&holder_session).session_id().0];
     sessions.extend(waiters.iter().map(|(c, _, _)| c.session_id().0));
     let owner_of: BTreeMap<String, usize> = {
         let mut map = BTreeMap::new();
@@ -91,13 +93,16 @@ async fn one_release_wakes_exactly_one_of_32_waiters() {
         waiters.iter().enumerate().filter(|(_, (_, m, _))| m.stats().wakeups > 0).map(|(i, _)| i).collect();
     assert_eq!(woken, vec![0], "one release woke {woken:?}");
 
-    // Drain the queue.
-    let mut guards = vec![within("first guard", waiters.remove(0).2).await.unwrap()];
-    for (_, _, task) in waiters {
-        guards.pop().unwrap().release().await.unwrap();
-        guards.push(within("next guard", task).await.unwrap());
+    // Drain the queue (each guard released while its handle, and so its session, is open).
+    let mut held: Option<(zk_recipes::LockGuard, InterProcessMutex)> = None;
+    for (_, m, task) in waiters {
+        if let Some((previous, _m)) = held.take() {
+            previous.release().await.unwrap();
+        }
+        held = Some((within("next guard", task).await.unwrap(), m));
     }
-    guards.pop().unwrap().release().await.unwrap();
+    let (last, _m) = held.expect("a last guard");
+    last.release().await.unwrap();
 }
 
 /// Runs `n` contenders, each on its own session, for `rounds` acquire → 1 ms critical section →
@@ -109,7 +114,7 @@ async fn packets_per_handoff(n: usize, rounds: usize) -> Cost {
     let path = "/locks/packets";
     let mut mutexes = Vec::new();
     for _ in 0..n {
-        mutexes.push(InterProcessMutex::new(client(&zk.connect_string()).await, path).unwrap());
+        mutexes.push(InterProcessMutex::new(&session(&zk.connect_string()).await, path).unwrap());
     }
     // Create the parents outside the measurement.
     mutexes[0].acquire().await.unwrap().release().await.unwrap();

@@ -9,15 +9,14 @@ use std::time::Duration;
 use common::*;
 use zk_recipes::{
     Error, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
-    InterProcessSemaphoreMutex, LockStatus,
+    InterProcessSemaphoreMutex, LockOptions, LockStatus, Session,
 };
 
-async fn rw(
-    zk: &zk_testcluster::ZkCluster,
-    path: &str,
-) -> (zk_recipes::zookeeper_client::Client, InterProcessReadWriteLock) {
-    let c = client(&zk.connect_string()).await;
-    (c.clone(), InterProcessReadWriteLock::new(c, path).unwrap())
+/// A read/write lock on its own session.
+async fn rw(zk: &zk_testcluster::ZkCluster, path: &str) -> (Session, InterProcessReadWriteLock) {
+    let s = session(&zk.connect_string()).await;
+    let lock = InterProcessReadWriteLock::new(&s, path).unwrap();
+    (s, lock)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -83,21 +82,35 @@ async fn a_reader_behind_a_waiting_writer_waits() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn downgrade_works_and_upgrade_is_refused() {
+async fn downgrade_keeps_readers_in_and_writers_out() {
     let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
     let (_, lock) = rw(&zk, "/rw/grade").await;
     let (_, other) = rw(&zk, "/rw/grade").await;
     let w = lock.write().await.unwrap();
-    // Downgrade: the write holder takes the read lock at once.
-    let r = within("downgrade", lock.read()).await.unwrap();
+    // Downgrade: with the write guard in hand, the read lock is granted at once.
+    let r = within("downgrade", lock.downgrade(&w)).await.unwrap();
+    assert_eq!(children(&admin, "/rw/grade").await.len(), 2, "the write and the read node");
+    // Nobody can get in between: the write node is still there.
+    assert!(other.try_write().await.unwrap().is_none(), "a writer got in during the downgrade");
+    assert!(other.try_read().await.unwrap().is_none(), "a reader got in beside the writer");
+    let write_node = w.node_path().to_string();
     w.release().await.unwrap();
+    assert!(admin.check_stat(&write_node).await.unwrap().is_none(), "the write node outlived its release");
     assert!(other.try_write().await.unwrap().is_none(), "the downgraded read hold was lost");
-    assert!(other.try_read().await.unwrap().is_some(), "readers share with a downgraded reader");
-    // Upgrade: a read-only holder asking for the write lock is refused, not deadlocked.
-    assert!(matches!(lock.write_timeout(Duration::from_secs(5)).await, Err(Error::UpgradeRefused { .. })));
-    assert!(matches!(lock.try_write().await, Err(Error::UpgradeRefused { .. })));
+    let shared = other.try_read().await.unwrap().expect("readers share with a downgraded reader");
+    shared.release().await.unwrap();
+    // Only a write guard of this lock can be downgraded.
+    assert!(matches!(lock.downgrade(&r).await, Err(Error::LockLost { .. })));
+    // A read holder asking for the write lock is not admitted while its read lock is held (it
+    // would wait for it: release the read lock first); a try or a bounded wait leaves no node.
+    assert!(lock.try_write().await.unwrap().is_none(), "a writer got in beside a reader");
+    assert!(lock.write_timeout(Duration::from_millis(300)).await.unwrap().is_none());
+    assert_eq!(children(&admin, "/rw/grade").await.len(), 1, "a refused write left a node");
     r.release().await.unwrap();
-    assert!(lock.try_write().await.unwrap().is_some(), "write after releasing the read lock");
+    let w = lock.try_write().await.unwrap().expect("write after releasing the read lock");
+    w.release().await.unwrap();
+    assert!(children(&admin, "/rw/grade").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -129,21 +142,22 @@ async fn a_writers_release_wakes_only_the_readers_before_the_next_writer() {
     first.sort();
     assert_eq!(first, [0, 1, 2]);
     for (c, _, _) in &waiters {
-        c.get_data("/").await.unwrap(); // events for this session precede this reply
+        raw(c).get_data("/").await.unwrap(); // events for this session precede this reply
     }
     tokio::task::yield_now().await;
     let wakeups: Vec<u64> = waiters.iter().map(|(_, l, _)| l.stats().wakeups).collect();
     assert_eq!(wakeups, [1, 1, 1, 0, 0, 0], "the release woke the wrong contenders");
     assert!(granted.try_recv().is_err(), "the second writer or later readers got in");
-    // Drain.
+    // Drain (each guard released while its handle, and so its session, is still open).
+    let rest = waiters.split_off(3);
     let mut guards = Vec::new();
-    for (_, _, task) in waiters.drain(..3) {
-        guards.push(task.await.unwrap());
+    for (c, l, task) in waiters {
+        guards.push((task.await.unwrap(), c, l));
     }
-    for g in guards {
+    for (g, _c, _l) in guards {
         g.release().await.unwrap();
     }
-    for (_, _, task) in waiters {
+    for (_c, _l, task) in rest {
         let g = within("rest", task).await.unwrap();
         g.release().await.unwrap();
     }
@@ -157,7 +171,7 @@ async fn a_semaphore_never_grants_more_than_its_leases() {
     for _ in 0..8 {
         let (connect, overlap) = (zk.connect_string(), overlap.clone());
         tasks.push(tokio::spawn(async move {
-            let sem = InterProcessSemaphore::new(client(&connect).await, "/sem/three", 3).unwrap();
+            let sem = InterProcessSemaphore::new(&session(&connect).await, "/sem/three", 3).unwrap();
             for _ in 0..6 {
                 let lease = sem.acquire(1).await.unwrap();
                 overlap.enter();
@@ -179,14 +193,17 @@ async fn a_semaphore_never_grants_more_than_its_leases() {
 async fn multi_lease_acquires_are_all_or_none() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let a = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/sem/four", 4).unwrap();
-    let b = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/sem/four", 4).unwrap();
+    let a = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/four", 4).unwrap();
+    let b = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/four", 4).unwrap();
     let three = a.acquire(3).await.unwrap();
     // Two don't fit beside three: nothing is taken, nothing is left.
     assert!(b.acquire_timeout(2, Duration::from_millis(300)).await.unwrap().is_none());
     assert!(b.try_acquire(2).await.unwrap().is_none());
     assert_eq!(children(&admin, "/sem/four").await.len(), 1, "a refused multi-lease acquire left a node");
     let one = b.try_acquire(1).await.unwrap().expect("one fits");
+    // A lease is not reentrant: more leases are taken through the semaphore.
+    assert!(matches!(one.reenter(), Err(Error::NotReentrant { .. })));
+    assert!(matches!(three.reenter(), Err(Error::NotReentrant { .. })));
     assert!(matches!(b.acquire(5).await, Err(Error::BadLeaseCount { requested: 5, max: 4, .. })));
     assert!(matches!(b.acquire(0).await, Err(Error::BadLeaseCount { requested: 0, .. })));
     let waiting = tokio::spawn(async move { b.acquire(3).await.map(|g| (g, b)) });
@@ -202,13 +219,9 @@ async fn multi_lease_acquires_are_all_or_none() {
 async fn a_holders_session_expiry_frees_its_leases() {
     let zk = standalone().await;
     let proxy = zk.proxy().unwrap();
-    let holder = InterProcessSemaphore::new(
-        client_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await,
-        "/sem/expiry",
-        2,
-    )
-    .unwrap();
-    let waiter = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/sem/expiry", 2).unwrap();
+    let holder_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await;
+    let holder = InterProcessSemaphore::new(&holder_session, "/sem/expiry", 2).unwrap();
+    let waiter = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/expiry", 2).unwrap();
     let both = holder.acquire(2).await.unwrap();
     let waiting = tokio::spawn(async move { waiter.acquire(2).await.map(|g| g.fencing_token()) });
     eventually("queued", || async { holder.participants().await.map(|p| p.len() == 2).unwrap_or(false) })
@@ -216,16 +229,25 @@ async fn a_holders_session_expiry_frees_its_leases() {
     proxy.blackhole();
     let token = within("leases freed by expiry", waiting).await.unwrap().unwrap();
     assert!(token > both.fencing_token());
-    within("holder sees Lost", both.lost()).await;
+    within("holder sees lost()", both.lost()).await;
+    within("holder sees Lost", both.status().wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
+    // The holder's session starts a new session; the same semaphore handle works on there (the
+    // waiter's leases went back when its guard was dropped).
     proxy.heal();
+    wait_new_generation(&holder_session, 1).await;
+    assert!(matches!(both.release().await, Err(Error::LockLost { .. })));
+    let again = within("leases on the new session", holder.acquire(2)).await.unwrap();
+    assert!(again.session_generation() >= 2);
+    assert!(again.fencing_token() > token);
+    again.release().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_different_maximum_on_the_same_path_is_refused() {
     let zk = standalone().await;
-    let three = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/sem/max", 3).unwrap();
+    let three = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/max", 3).unwrap();
     three.acquire(1).await.unwrap().release().await.unwrap();
-    let five = InterProcessSemaphore::new(client(&zk.connect_string()).await, "/sem/max", 5).unwrap();
+    let five = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/max", 5).unwrap();
     match five.try_acquire(1).await {
         Err(Error::LeaseMaxMismatch { configured: 5, stored, .. }) => assert_eq!(stored, "3"),
         other => panic!("expected LeaseMaxMismatch, got {other:?}"),
@@ -238,13 +260,14 @@ async fn a_different_maximum_on_the_same_path_is_refused() {
 async fn the_semaphore_mutex_does_not_reenter() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let lock = InterProcessSemaphoreMutex::new(client(&zk.connect_string()).await, "/smutex").unwrap();
+    let lock = InterProcessSemaphoreMutex::new(&session(&zk.connect_string()).await, "/smutex").unwrap();
     let held = lock.acquire().await.unwrap();
+    assert!(matches!(held.reenter(), Err(Error::NotReentrant { .. })), "re-entered through the guard");
     assert!(lock.try_acquire().await.unwrap().is_none(), "re-entered");
     assert!(lock.acquire_timeout(Duration::from_millis(300)).await.unwrap().is_none(), "re-entered");
     assert_eq!(children(&admin, "/smutex").await.len(), 1);
     // It excludes the reentrant mutex on the same path too.
-    let mutex = InterProcessMutex::new(client(&zk.connect_string()).await, "/smutex").unwrap();
+    let mutex = InterProcessMutex::new(&session(&zk.connect_string()).await, "/smutex").unwrap();
     assert!(mutex.try_acquire().await.unwrap().is_none());
     held.release().await.unwrap();
     assert!(lock.try_acquire().await.unwrap().is_some());
@@ -259,7 +282,7 @@ async fn overlapping_multi_locks_in_opposite_orders_never_deadlock() {
     for paths in [vec!["/multi/a", "/multi/b", "/multi/c"], vec!["/multi/c", "/multi/b"]] {
         let (connect, overlap) = (zk.connect_string(), overlap.clone());
         tasks.push(tokio::spawn(async move {
-            let multi = InterProcessMultiLock::new(client(&connect).await, &paths).unwrap();
+            let multi = InterProcessMultiLock::new(&session(&connect).await, &paths).unwrap();
             for _ in 0..20 {
                 let all = multi.acquire().await.unwrap();
                 overlap.enter(); // both sets share b and c: never together
@@ -283,10 +306,10 @@ async fn overlapping_multi_locks_in_opposite_orders_never_deadlock() {
 async fn a_multi_lock_timeout_releases_every_partial_hold() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let blocker = InterProcessMutex::new(client(&zk.connect_string()).await, "/multi/z").unwrap();
+    let blocker = InterProcessMutex::new(&session(&zk.connect_string()).await, "/multi/z").unwrap();
     let held = blocker.acquire().await.unwrap();
     let multi = InterProcessMultiLock::new(
-        client(&zk.connect_string()).await,
+        &session(&zk.connect_string()).await,
         &["/multi/z", "/multi/x", "/multi/y", "/multi/x"],
     )
     .unwrap();
@@ -309,8 +332,14 @@ async fn a_multi_lock_timeout_releases_every_partial_hold() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_revocation_request_reaches_the_holder_who_hands_over() {
     let zk = standalone().await;
-    let holder = InterProcessMutex::new(client(&zk.connect_string()).await, "/revocable").unwrap();
-    let requester = InterProcessMutex::new(client(&zk.connect_string()).await, "/revocable").unwrap();
+    // A revocable holder (Curator's makeRevocable) watches its node for revocation requests.
+    let holder = InterProcessMutex::with_options(
+        &session(&zk.connect_string()).await,
+        "/revocable",
+        LockOptions::new().revocable(true),
+    )
+    .unwrap();
+    let requester = InterProcessMutex::new(&session(&zk.connect_string()).await, "/revocable").unwrap();
     let held = holder.acquire().await.unwrap();
     let req = requester.clone();
     let waiting = tokio::spawn(async move { req.acquire().await });

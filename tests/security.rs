@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use common::*;
 use zk_recipes::zookeeper_client::{Acls, Error as ZkError};
-use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockOptions, LockStatus};
+use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockOptions, LockStatus, Session};
 
-async fn connect_as(connect: &str, credentials: Option<&[u8]>) -> zk_recipes::zookeeper_client::Client {
+async fn connect_as(connect: &str, credentials: Option<&[u8]>) -> Session {
     let mut options = ConnectOptions::new(Duration::from_secs(10));
     if let Some(c) = credentials {
         options = options.auth("digest", c);
     }
-    within("connect", zk_recipes::connect_with(connect, &options)).await.expect("connect")
+    within("connect", Session::connect_with(connect, &options)).await.expect("connect")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -21,28 +21,25 @@ async fn a_creator_only_lock_cannot_be_deleted_or_revoked_by_others() {
     let zk = standalone().await;
     let c = zk.connect_string();
     let alice = connect_as(&c, Some(b"alice:secret")).await;
-    let mutex = InterProcessMutex::with_options(
-        alice.clone(),
-        "/secure/lock",
-        LockOptions::new().acls(Acls::creator_all()),
-    )
-    .unwrap();
+    let mutex =
+        InterProcessMutex::with_options(&alice, "/secure/lock", LockOptions::new().acls(Acls::creator_all()))
+            .unwrap();
     let held = mutex.acquire().await.unwrap();
 
     let intruder = connect_as(&c, None).await;
     assert_eq!(
-        intruder.delete(held.node_path(), None).await,
+        raw(&intruder).delete(held.node_path(), None).await,
         Err(ZkError::NoAuth),
         "an unauthenticated client deleted the holder's node"
     );
-    match zk_recipes::request_revocation(&intruder, held.node_path()).await {
+    match zk_recipes::request_revocation(&raw(&intruder), held.node_path()).await {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
         other => panic!("an unauthenticated client could ask for revocation: {other:?}"),
     }
     // Wrong credentials are a different identity: refused just the same, with a clear error.
     let impostor = connect_as(&c, Some(b"alice:wrong")).await;
-    assert_eq!(impostor.delete(held.node_path(), None).await, Err(ZkError::NoAuth));
-    let err = zk_recipes::request_revocation(&impostor, held.node_path()).await.unwrap_err();
+    assert_eq!(raw(&impostor).delete(held.node_path(), None).await, Err(ZkError::NoAuth));
+    let err = zk_recipes::request_revocation(&raw(&impostor), held.node_path()).await.unwrap_err();
     assert!(
         err.to_string().contains("not authorized") && err.to_string().contains(held.node_path()),
         "{err}"
@@ -50,9 +47,9 @@ async fn a_creator_only_lock_cannot_be_deleted_or_revoked_by_others() {
 
     // The holder is unaffected.
     assert_eq!(held.current_status(), LockStatus::Held);
-    assert!(alice.get_data(held.node_path()).await.is_ok());
+    assert!(raw(&alice).get_data(held.node_path()).await.is_ok());
     // Someone without the credentials can't even queue: NoAuth at once, not a hang or a retry loop.
-    let outsider = InterProcessMutex::new(intruder.clone(), "/secure/lock").unwrap();
+    let outsider = InterProcessMutex::new(&intruder, "/secure/lock").unwrap();
     match within("refused acquire", outsider.acquire()).await {
         Err(Error::NoAuth { path, .. }) => assert!(path.starts_with("/secure/lock"), "{path}"),
         other => panic!("expected NoAuth, got {other:?}"),
@@ -60,9 +57,12 @@ async fn a_creator_only_lock_cannot_be_deleted_or_revoked_by_others() {
     held.release().await.unwrap();
     // The same credentials on another session are the same identity: allowed.
     let alice2 = connect_as(&c, Some(b"alice:secret")).await;
-    let again =
-        InterProcessMutex::with_options(alice2, "/secure/lock", LockOptions::new().acls(Acls::creator_all()))
-            .unwrap();
+    let again = InterProcessMutex::with_options(
+        &alice2,
+        "/secure/lock",
+        LockOptions::new().acls(Acls::creator_all()),
+    )
+    .unwrap();
     again.acquire().await.unwrap().release().await.unwrap();
 }
 
@@ -72,22 +72,22 @@ async fn a_chroot_lock_and_the_full_path_lock_are_the_same_lock() {
     let c = zk.connect_string();
     let rooted = format!("{c}/app");
     // A missing chroot is reported clearly, or created on request.
-    match zk_recipes::connect_with(&rooted, &ConnectOptions::new(Duration::from_secs(5))).await {
+    match Session::connect_with(&rooted, &ConnectOptions::new(Duration::from_secs(5))).await {
         Err(Error::ChrootMissing { chroot }) => assert_eq!(chroot, "/app"),
         other => panic!("expected ChrootMissing, got {other:?}"),
     }
     let in_chroot = within(
         "connect",
-        zk_recipes::connect_with(&rooted, &ConnectOptions::new(Duration::from_secs(5)).create_chroot(true)),
+        Session::connect_with(&rooted, &ConnectOptions::new(Duration::from_secs(5)).create_chroot(true)),
     )
     .await
     .unwrap();
-    let plain = client(&c).await;
-    let a = InterProcessMutex::new(in_chroot, "/locks/x").unwrap();
-    let b = InterProcessMutex::new(plain.clone(), "/app/locks/x").unwrap();
+    let plain = session(&c).await;
+    let a = InterProcessMutex::new(&in_chroot, "/locks/x").unwrap();
+    let b = InterProcessMutex::new(&plain, "/app/locks/x").unwrap();
     let held = a.acquire().await.unwrap();
     assert!(b.try_acquire().await.unwrap().is_none(), "the full-path lock got in beside the chroot lock");
-    assert_eq!(children(&plain, "/app/locks/x").await.len(), 1);
+    assert_eq!(children(&raw(&plain), "/app/locks/x").await.len(), 1);
     assert_eq!(b.participants().await.unwrap()[0].node, a.participants().await.unwrap()[0].node);
     held.release().await.unwrap();
     let held = b.acquire().await.unwrap();

@@ -15,15 +15,19 @@ use common::{children, within};
 use tokio::sync::broadcast;
 use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
-    ConnectionState, Error, InterProcessMutex, InterProcessSemaphore, LeaderLatch, LeaderSelector, Leadership,
-    LockStatus, SelectorOptions, Session, SessionStatus, TermOutcome,
+    ConnectionState, Error, InterProcessMutex, InterProcessSemaphore, LeaderLatch, LeaderSelector,
+    Leadership, LockStatus, SelectorOptions, Session, SessionStatus, TermOutcome,
 };
 use zk_testcluster::{FaultProxy, ZkCluster};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 async fn admin(zk: &ZkCluster) -> Client {
-    Client::connector().with_session_timeout(Duration::from_secs(20)).connect(&zk.connect_string()).await.unwrap()
+    Client::connector()
+        .with_session_timeout(Duration::from_secs(20))
+        .connect(&zk.connect_string())
+        .await
+        .unwrap()
 }
 
 async fn through(proxy: &FaultProxy, timeout: Duration) -> Session {
@@ -119,7 +123,8 @@ async fn a_queued_waiter_requeues_after_expiry_and_acquires() {
     let session = through(&proxy, TIMEOUT).await;
     let waiter = InterProcessMutex::new(&session, "/s/queued").unwrap();
     let waiting = tokio::spawn(async move { waiter.acquire().await });
-    common::eventually("the waiter to queue", || async { children(&admin, "/s/queued").await.len() == 2 }).await;
+    common::eventually("the waiter to queue", || async { children(&admin, "/s/queued").await.len() == 2 })
+        .await;
     let old_session = session.client().unwrap().session_id().0;
 
     expire(&proxy, &session).await;

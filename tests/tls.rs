@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use zk_recipes::zookeeper_client::{Acls, Client, Error as ZkError};
-use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockOptions, LockStatus, TlsConfig};
+use zk_recipes::zookeeper_client::{Acls, Error as ZkError};
+use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockOptions, LockStatus, Session, TlsConfig};
 use zk_testcluster::{ClusterConfig, TlsFiles, TlsMode, ZkCluster, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
 
 async fn tls_cluster(mode: TlsMode) -> ZkCluster {
@@ -34,9 +34,9 @@ fn identified(f: &TlsFiles, other: bool) -> TlsConfig {
     trust(f).with_identity_files(cert, key).expect("a client identity")
 }
 
-async fn connect_tls(connect: &str, tls: TlsConfig) -> Result<Client, Error> {
+async fn connect_tls(connect: &str, tls: TlsConfig) -> Result<Session, Error> {
     let options = ConnectOptions::new(Duration::from_secs(2)).tls(tls);
-    within("a bounded connect", zk_recipes::connect_with(connect, &options)).await
+    within("a bounded connect", Session::connect_with(connect, &options)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +46,7 @@ async fn a_lock_taken_over_tls_excludes_a_contender_over_tls() {
     let a = connect_tls(&secure(&zk), trust(files(&zk))).await.expect("TLS client a");
     let b = connect_tls(&secure(&zk), trust(files(&zk))).await.expect("TLS client b");
     let (ma, mb) =
-        (InterProcessMutex::new(a, "/tls/lock").unwrap(), InterProcessMutex::new(b, "/tls/lock").unwrap());
+        (InterProcessMutex::new(&a, "/tls/lock").unwrap(), InterProcessMutex::new(&b, "/tls/lock").unwrap());
 
     let held = ma.acquire().await.unwrap();
     assert!(mb.try_acquire().await.unwrap().is_none(), "a TLS contender got a held lock");
@@ -67,7 +67,7 @@ async fn the_wrong_protocol_or_the_wrong_ca_fails_cleanly() {
     // Plaintext to the secure port: the server wants a handshake, the client never gets a
     // session. A typed error after the bounded wait, not a hang or a panic.
     let plain = ConnectOptions::new(Duration::from_secs(2));
-    match within("plaintext to TLS", zk_recipes::connect_with(&secure(&zk), &plain)).await {
+    match within("plaintext to TLS", Session::connect_with(&secure(&zk), &plain)).await {
         Err(Error::Connect { connect, .. }) => assert_eq!(connect, secure(&zk)),
         other => panic!("a plaintext client reached the secure port: {other:?}"),
     }
@@ -103,20 +103,20 @@ async fn mutual_tls_names_the_client_by_its_certificate_for_creator_only_locks()
     }
     let alice = connect_tls(&secure(&zk), identified(files(&zk), false)).await.expect("client certificate");
     let mutex =
-        InterProcessMutex::with_options(alice, "/mtls/lock", LockOptions::new().acls(Acls::creator_all()))
+        InterProcessMutex::with_options(&alice, "/mtls/lock", LockOptions::new().acls(Acls::creator_all()))
             .unwrap();
     let held = mutex.acquire().await.unwrap();
 
     // Creator-only means "the certificate's subject": ZooKeeper's x509 provider put it in the ACL.
     let admin = connect_tls(&secure(&zk), identified(files(&zk), false)).await.unwrap();
-    let (acl, _) = admin.get_acl(held.node_path()).await.unwrap();
+    let (acl, _) = raw(&admin).get_acl(held.node_path()).await.unwrap();
     assert_eq!(acl.len(), 1, "{acl:?}");
     assert_eq!((acl[0].scheme(), acl[0].id()), ("x509", CLIENT_SUBJECT));
 
     // Another certificate from the same CA is another identity: refused, with the path.
     let other = connect_tls(&secure(&zk), identified(files(&zk), true)).await.expect("other certificate");
-    assert_eq!(other.delete(held.node_path(), None).await, Err(ZkError::NoAuth));
-    match zk_recipes::request_revocation(&other, held.node_path()).await {
+    assert_eq!(raw(&other).delete(held.node_path(), None).await, Err(ZkError::NoAuth));
+    match zk_recipes::request_revocation(&raw(&other), held.node_path()).await {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
         other => panic!("{OTHER_CLIENT_SUBJECT} could ask for revocation: {other:?}"),
     }
@@ -124,7 +124,7 @@ async fn mutual_tls_names_the_client_by_its_certificate_for_creator_only_locks()
     held.release().await.unwrap();
     // The same certificate on another session is the same identity: it may take the lock.
     let again =
-        InterProcessMutex::with_options(admin, "/mtls/lock", LockOptions::new().acls(Acls::creator_all()))
+        InterProcessMutex::with_options(&admin, "/mtls/lock", LockOptions::new().acls(Acls::creator_all()))
             .unwrap();
     again.acquire().await.unwrap().release().await.unwrap();
 }

@@ -12,7 +12,9 @@ pub type Handle = zk_recipes::Session;
 
 /// Connects a session of ours.
 pub async fn connect(connect: &str, session_timeout: Duration) -> Result<Handle, String> {
-    zk_recipes::Session::connect(connect, session_timeout).await.map_err(|e| format!("zk-recipes connect: {e}"))
+    zk_recipes::Session::connect(connect, session_timeout)
+        .await
+        .map_err(|e| format!("zk-recipes connect: {e}"))
 }
 
 /// Our mutex on `path`.

@@ -11,6 +11,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, SessionState};
+use zk_recipes::{ConnectionState, Session};
 use zk_testcluster::ZkCluster;
 
 /// A guard against hangs, not a speed assertion: every awaited event gets this much.
@@ -32,12 +33,56 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
 }
 
+/// A [`Session`] with a 20 s session timeout: what recipes under test are built from.
+pub async fn session(connect: &str) -> Session {
+    session_with_timeout(connect, Duration::from_secs(20)).await
+}
+
+/// A [`Session`] with the given session timeout (the server clamps it to its bounds).
+pub async fn session_with_timeout(connect: &str, session_timeout: Duration) -> Session {
+    within("connect a session", Session::connect(connect, session_timeout)).await.expect("connect a session")
+}
+
+/// A raw client (20 s session timeout), for administration: reading and writing nodes the way
+/// an operator or another process would, independently of any [`Session`] under test.
 pub async fn client(connect: &str) -> Client {
     client_with_timeout(connect, Duration::from_secs(20)).await
 }
 
+/// A raw client with the given session timeout.
 pub async fn client_with_timeout(connect: &str, session_timeout: Duration) -> Client {
-    within("connect", zk_recipes::connect(connect, session_timeout)).await.expect("connect")
+    within("connect a raw client", Client::connector().with_session_timeout(session_timeout).connect(connect))
+        .await
+        .expect("connect a raw client")
+}
+
+/// Waits until `session` reports `want` (its latest state; intermediate states may be skipped).
+/// Returns the generation it was reported with.
+pub async fn wait_session_state(session: &Session, want: ConnectionState) -> u64 {
+    let mut states = session.states();
+    within(&format!("session state {want:?}"), async {
+        states.wait_for(|s| s.state == want).await.map(|s| s.generation).expect("session state channel")
+    })
+    .await
+}
+
+/// Waits until `session` is connected on a generation after `generation` (a new session after
+/// an expiry); returns the new generation.
+pub async fn wait_new_generation(session: &Session, generation: u64) -> u64 {
+    let mut states = session.states();
+    within(&format!("a session generation after {generation}"), async {
+        states
+            .wait_for(|s| s.generation > generation && s.state.is_connected())
+            .await
+            .map(|s| s.generation)
+            .expect("session state channel")
+    })
+    .await
+}
+
+/// The current raw client of `session` (its id is the owner of the nodes it creates).
+pub fn raw(session: &Session) -> Client {
+    session.client().expect("the session has a current client")
 }
 
 pub async fn wait_state(client: &Client, want: SessionState) {
