@@ -135,7 +135,7 @@ impl LeaderSelector {
     /// A selector on `path`. Nothing is sent until [`LeaderSelector::start`].
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path.
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for an invalid path.
     pub fn new(client: Client, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
         let mut lock_options = LockOptions::new()
             .participant_id(options.id.clone())
@@ -154,7 +154,7 @@ impl LeaderSelector {
     /// Starts contending; `task` runs once per term.
     ///
     /// # Errors
-    /// [`Error::AlreadyStarted`], or [`Error::Closed`] after close.
+    /// [`Error::AlreadyStarted`](crate::Error::AlreadyStarted), or [`Error::Closed`](crate::Error::Closed) after close.
     pub fn start<F, Fut>(&self, task: F) -> Result<()>
     where
         F: Fn(LeadershipContext) -> Fut + Send + Sync + 'static,
@@ -195,7 +195,7 @@ impl LeaderSelector {
     /// Waits until we lead; returns the term's fencing token.
     ///
     /// # Errors
-    /// [`Error::Closed`] if the selector stopped first, or the error that stopped it.
+    /// [`Error::Closed`](crate::Error::Closed) if the selector stopped first, or the error that stopped it.
     ///
     /// # Cancel safety
     /// Cancel-safe.
@@ -206,7 +206,7 @@ impl LeaderSelector {
     /// Every participant in order; the first leads.
     ///
     /// # Errors
-    /// [`Error::SessionExpired`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
+    /// [`Error::SessionExpired`](crate::Error::SessionExpired), [`Error::NoAuth`](crate::Error::NoAuth) or [`Error::ZooKeeper`](crate::Error::ZooKeeper).
     ///
     /// # Cancel safety
     /// Cancel-safe: it only reads.
