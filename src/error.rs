@@ -151,6 +151,28 @@ pub enum Error {
         theirs: crate::NodeFormat,
     },
 
+    /// ZooKeeper's sequence counter under the path has wrapped past 2^31 creations, and the order
+    /// Curator and kazoo use (the text of the sequence suffix) no longer follows creation order:
+    /// `node` sorts ahead of nodes created before it. Going on could admit two holders, so the
+    /// recipe refuses; nothing of ours was left behind.
+    ///
+    /// What to do: let the path empty (every participant releases or closes), so that its
+    /// CONTAINER parent is removed by the server, or delete the path when it is empty; the next
+    /// participant re-creates it with a counter back at 0. A path created as a persistent node
+    /// by hand is never removed by the server: delete it.
+    #[error(
+        "the sequence counter under {path} has wrapped (node {node:?} sorts ahead of older nodes), \
+         so Curator's and kazoo's order no longer follows creation order; refused to avoid two \
+         holders. Let {path} empty so the server removes it (a CONTAINER node), or delete it once \
+         empty: re-created, its counter starts at 0 again"
+    )]
+    SequenceWrapped {
+        /// The recipe path.
+        path: String,
+        /// The first node out of creation order.
+        node: String,
+    },
+
     /// The recipe has no equivalent in that naming format.
     #[error("the {recipe} recipe has no {format}-format equivalent")]
     UnsupportedFormat {

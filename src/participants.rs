@@ -27,7 +27,7 @@ pub struct Participant {
 /// Lists the queue in order with each node's data and owner, read in one multi-read.
 pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Participant>> {
     let children = queue.list().await?;
-    let nodes = queue.sorted(&children);
+    let nodes = queue.sorted(&children)?;
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
