@@ -82,6 +82,22 @@ pub enum Error {
         source: zookeeper_client::Error,
     },
 
+    /// No server of the connect string could be found: its host name (every one, for an
+    /// ensemble) could not be resolved to an address. Nothing was sent. Check the spelling of the
+    /// host, and the resolver (DNS, `/etc/hosts`) of this machine.
+    #[error(
+        "cannot connect to ZooKeeper at {connect:?}: the address of {host:?} could not be resolved \
+         ({reason}); check the host name and this machine's DNS or /etc/hosts"
+    )]
+    Resolve {
+        /// The connect string.
+        connect: String,
+        /// The first host that could not be resolved.
+        host: String,
+        /// What the resolver reported.
+        reason: String,
+    },
+
     /// TLS settings that cannot work: an unreadable or empty PEM file, a certificate without
     /// its key, or a server name a certificate cannot be checked against. Nothing was sent.
     #[error("TLS: {reason}")]
