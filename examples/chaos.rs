@@ -635,7 +635,7 @@ fn check(
         .count();
     let refused = r.writes.iter().filter(|w| !w.fenced_ok).count();
     let unseen = r.lost_unseen.len();
-    bad.extend(std::iter::repeat(Duration::MAX).take(unseen + leftover)); // not tied to a moment: the last fault
+    bad.extend(std::iter::repeat_n(Duration::MAX, unseen + leftover)); // not tied to a moment: the last fault
     let violations = overlaps + token_order + unseen + leftover;
     let mut lines = vec![
         format!("phase {mode}: {secs} s, {} faults, {} writes attempted, {} accepted, {refused} refused by fencing", injected.len(), r.writes.len(), accepted.len()),

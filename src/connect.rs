@@ -94,7 +94,8 @@ impl ConnectOptions {
 /// does not name the host.
 ///
 /// # Errors
-/// [`Error::Connect`]; [`Error::Tls`] for a server name no certificate can be checked against;
+/// [`Error::Resolve`] when no host of `connect` resolves to an address (at once, not after the
+/// wait); [`Error::Connect`]; [`Error::Tls`] for a server name no certificate can be checked against;
 /// [`Error::ChrootMissing`] when the chroot does not exist and `create_chroot` is off;
 /// [`Error::NoAuth`] when creating the chroot is refused.
 ///
@@ -150,22 +151,96 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Cl
         None => false,
     };
     let connecting = async move {
+        resolve_any(servers, shown).await?;
         #[cfg(feature = "tls")]
         if secure {
-            return connector.secure_connect(servers).await;
+            return connector
+                .secure_connect(servers)
+                .await
+                .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() });
         }
-        connector.connect(servers).await
+        connector
+            .connect(servers)
+            .await
+            .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() })
     };
     match tokio::time::timeout(bound, connecting).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(source)) => Err(Error::Connect { connect: shown.to_string(), source: source.into() }),
+        Ok(outcome) => outcome,
         Err(_) => Err(Error::Connect { connect: shown.to_string(), source: ZkError::Timeout.into() }),
     }
 }
 
+/// Resolves every host of `servers` before connecting, because the client crate retries an
+/// unresolvable host until the deadline and then reports only a timeout. As ZooKeeper's own
+/// client does, an ensemble goes on while one of its hosts resolves (each host that does not is
+/// logged as a warning); [`Error::Resolve`] when none does. Addresses the client crate would
+/// refuse are left for it to report.
+async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
+    let hosts: Vec<(String, u16)> = servers.split(',').filter_map(host_port).collect();
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    let lookups = tokio::task::spawn_blocking(move || {
+        use std::net::ToSocketAddrs;
+        hosts
+            .into_iter()
+            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
+                Ok(Some(_)) => (host, None),
+                Ok(None) => (host, Some("no address".to_string())),
+                Err(e) => (host, Some(e.to_string())),
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| Error::Resolve {
+        connect: shown.to_string(),
+        host: servers.to_string(),
+        reason: e.to_string(),
+    })?;
+    let resolved = lookups.iter().any(|(_, failure)| failure.is_none());
+    let mut failures = lookups.into_iter().filter_map(|(host, failure)| Some((host, failure?)));
+    if !resolved {
+        let (host, reason) = failures.next().expect("a host that failed to resolve");
+        return Err(Error::Resolve { connect: shown.to_string(), host, reason });
+    }
+    for (host, reason) in failures {
+        tracing::warn!(connect = shown, %host, %reason, "a host of the connect string does not resolve; using the others");
+    }
+    Ok(())
+}
+
+/// One server's host and port as the client crate reads them (`host`, `host:port`,
+/// `[v6]:port`, after a `tcp://` or `tcp+tls://` prefix; port 2181 when none is given), or
+/// `None` for an address it would refuse.
+fn host_port(server: &str) -> Option<(String, u16)> {
+    let address = ["tcp://", "tcp+tls://"].iter().find_map(|p| server.strip_prefix(p)).unwrap_or(server);
+    let (host, port) = match address.strip_prefix('[') {
+        Some(bracketed) => {
+            let (host, rest) = bracketed.split_once(']')?;
+            (host, if rest.is_empty() { "" } else { rest.strip_prefix(':')? })
+        }
+        None => address.rsplit_once(':').unwrap_or((address, "")),
+    };
+    let port = if port.is_empty() { 2181 } else { port.parse().ok().filter(|&p| p != 0)? };
+    (!host.is_empty()).then(|| (host.to_string(), port))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::split_chroot;
+    use super::{host_port, split_chroot};
+
+    #[test]
+    fn reads_hosts_as_the_client_crate_does() {
+        assert_eq!(host_port("zk1:2181"), Some(("zk1".to_string(), 2181)));
+        assert_eq!(host_port("zk1"), Some(("zk1".to_string(), 2181)));
+        assert_eq!(host_port("tcp+tls://zk1:2281"), Some(("zk1".to_string(), 2281)));
+        assert_eq!(host_port("[::1]:5"), Some(("::1".to_string(), 5)));
+        assert_eq!(host_port("[::1]"), Some(("::1".to_string(), 2181)));
+        assert_eq!(host_port("not a host:7"), Some(("not a host".to_string(), 7)));
+        for refused in ["", ":5", "zk1:0", "zk1:x", "[::1", "[::1]x"] {
+            assert_eq!(host_port(refused), None, "{refused:?}");
+        }
+    }
 
     #[test]
     fn the_chroot_follows_the_last_address_whatever_its_prefix() {

@@ -90,6 +90,22 @@ pub enum Error {
         source: ClientError,
     },
 
+    /// No server of the connect string could be found: its host name (every one, for an
+    /// ensemble) could not be resolved to an address. Nothing was sent. Check the spelling of the
+    /// host, and the resolver (DNS, `/etc/hosts`) of this machine.
+    #[error(
+        "cannot connect to ZooKeeper at {connect:?}: the address of {host:?} could not be resolved \
+         ({reason}); check the host name and this machine's DNS or /etc/hosts"
+    )]
+    Resolve {
+        /// The connect string.
+        connect: String,
+        /// The first host that could not be resolved.
+        host: String,
+        /// What the resolver reported.
+        reason: String,
+    },
+
     /// TLS settings that cannot work: an unreadable or empty PEM file, a certificate without
     /// its key, or a server name a certificate cannot be checked against. Nothing was sent.
     #[error("TLS: {reason}")]
@@ -166,6 +182,28 @@ pub enum Error {
         ours: crate::NodeFormat,
         /// Theirs.
         theirs: crate::NodeFormat,
+    },
+
+    /// ZooKeeper's sequence counter under the path has wrapped past 2^31 creations, and the order
+    /// Curator and kazoo use (the text of the sequence suffix) no longer follows creation order:
+    /// `node` sorts ahead of nodes created before it. Going on could admit two holders, so the
+    /// recipe refuses; nothing of ours was left behind.
+    ///
+    /// What to do: let the path empty (every participant releases or closes), so that its
+    /// CONTAINER parent is removed by the server, or delete the path when it is empty; the next
+    /// participant re-creates it with a counter back at 0. A path created as a persistent node
+    /// by hand is never removed by the server: delete it.
+    #[error(
+        "the sequence counter under {path} has wrapped (node {node:?} sorts ahead of older nodes), \
+         so Curator's and kazoo's order no longer follows creation order; refused to avoid two \
+         holders. Let {path} empty so the server removes it (a CONTAINER node), or delete it once \
+         empty: re-created, its counter starts at 0 again"
+    )]
+    SequenceWrapped {
+        /// The recipe path.
+        path: String,
+        /// The first node out of creation order.
+        node: String,
     },
 
     /// The recipe has no equivalent in that naming format.

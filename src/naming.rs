@@ -5,10 +5,13 @@
 //! says what the node is (`lock-`, `latch-`, `__READ__`, `__WRIT__`), and ZooKeeper's sequence
 //! suffix (`%010d` of a signed 32-bit counter).
 //!
-//! Ordering is by sequence number. Curator sorts by the text after the marker, which is the
-//! same order for the non-negative, zero-padded suffixes ZooKeeper produces. We also order
-//! correctly across the signed 32-bit wrap (`2147483647` is followed by `-2147483648`), which
-//! Curator's text sort does not: see [`sort_queue`].
+//! Ordering is the one every participant on a path computes: Curator sorts by the text after
+//! the marker, and kazoo by the text of its `-?\d{10}` suffix. For the non-negative, zero-padded
+//! suffixes ZooKeeper produces that is creation order. After 2^31 creations under one parent the
+//! counter wraps to negative numbers, and the text order no longer follows creation order; we
+//! then refuse rather than order differently from the others: see [`sort_queue`].
+
+use crate::error::{Error, Result};
 
 /// A node-naming convention, for sharing a lock path with another client library.
 ///
@@ -129,13 +132,23 @@ impl NameScheme {
 }
 
 /// ZooKeeper's sequence suffix: `%010d` of an `i32`, so ten digits, or a minus sign and at
-/// least nine digits. Anything else (`+5`, `12`, spaces, overflow) is not a sequence.
+/// least nine digits, exactly as ZooKeeper writes it. Anything else (`+5`, `12`, spaces,
+/// overflow, extra zero padding such as `-0000000005`) is not a sequence: every sequence we
+/// accept is [`sequence_text`] of its value, so sorting by that text is sorting by the name's
+/// own text, as Curator and kazoo do.
 pub(crate) fn parse_sequence(text: &str) -> Option<i32> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     if text.len() < 10 || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    text.parse().ok()
+    let seq: i32 = text.parse().ok()?;
+    (sequence_text(seq) == text).then_some(seq)
+}
+
+/// The suffix ZooKeeper writes for `seq`: Java's `%010d`, which Rust's `{:010}` matches (the
+/// sign counts in the width): `0000000042`, `-000000005`, `-2147483648`.
+pub(crate) fn sequence_text(seq: i32) -> String {
+    format!("{seq:010}")
 }
 
 /// A parsed queue node.
@@ -149,30 +162,64 @@ pub(crate) struct QueueNode {
     pub marker: usize,
 }
 
-/// Sorts queue nodes into creation order.
+/// Sorts a queue into the order every participant on the path computes, and checks that this
+/// order is creation order.
 ///
-/// ZooKeeper's counter counts up through `i32::MAX` to `i32::MIN` and on to `-1` and `0` again.
-/// As unsigned 32-bit numbers that is one increasing run that wraps only at `u32::MAX`, so we
-/// sort by `seq as u32` and then rotate the list to start after its largest circular gap: live
-/// nodes of one queue span far less than half the counter's range, so the largest gap is
-/// where the counter wrapped (or the ordinary gap from the highest back to the lowest). Ties
-/// (possible only with hand-made names) break by name, so the order is total.
-pub(crate) fn sort_queue(nodes: &mut [QueueNode]) {
-    nodes.sort_by(|a, b| (a.seq as u32, &a.name).cmp(&(b.seq as u32, &b.name)));
-    if nodes.len() < 2 {
-        return;
+/// **The order.** Curator (`LockInternals.getSortedChildren` with
+/// `StandardLockInternalsDriver.fixForSorting`) sorts children by the text after the last
+/// marker, and kazoo (`Lock._get_predecessor`) by the text its `(-?\d{10})$` pattern captures.
+/// For the names ZooKeeper makes, both are the sequence suffix compared as text, so that is our
+/// order too (ties, which ZooKeeper never makes, break by name).
+///
+/// **The wrap.** ZooKeeper's counter is a signed 32-bit number: after `2147483647` comes
+/// `-2147483648`, and the text order then differs from creation order (a `-` sorts before every
+/// digit, and `-000000003` before `-000000005`). Someone who created a node later could then
+/// sort ahead of the holder, in Curator's eyes, kazoo's and ours alike: two holders. So when the
+/// text order is not creation order we refuse with [`Error::SequenceWrapped`] instead of
+/// guessing. Creation order is found without the text: read as unsigned 32-bit numbers the
+/// counter runs up to `u32::MAX` and wraps to 0 only there, and live nodes of one queue span far
+/// less than half of that range, so creation order starts after the largest circular gap.
+///
+/// With the kazoo format we also refuse any node from `-999999999` to `-1`: written with nine
+/// digits after the sign, kazoo's pattern does not match it, so kazoo would not see it at all.
+///
+/// # Errors
+/// [`Error::SequenceWrapped`] naming `path` and the first node out of creation order.
+pub(crate) fn sort_queue(nodes: &mut [QueueNode], scheme: &NameScheme, path: &str) -> Result<()> {
+    let wrapped =
+        |node: &QueueNode| Error::SequenceWrapped { path: path.to_string(), node: node.name.clone() };
+    if scheme.format == NodeFormat::Kazoo {
+        if let Some(unseen) = nodes.iter().find(|n| sequence_text(n.seq).len() == 10 && n.seq < 0) {
+            return Err(wrapped(unseen));
+        }
+    }
+    nodes.sort_by_cached_key(|n| (sequence_text(n.seq), n.name.clone()));
+    let created = creation_order(nodes);
+    match nodes.iter().zip(&created).find(|(by_text, by_creation)| by_text.name != by_creation.name) {
+        Some((ahead, _)) => Err(wrapped(ahead)),
+        None => Ok(()),
+    }
+}
+
+/// The nodes in creation order, across the counter's wrap (see [`sort_queue`]).
+fn creation_order(nodes: &[QueueNode]) -> Vec<&QueueNode> {
+    let mut order: Vec<&QueueNode> = nodes.iter().collect();
+    order.sort_by(|a, b| (a.seq as u32, &a.name).cmp(&(b.seq as u32, &b.name)));
+    if order.len() < 2 {
+        return order;
     }
     let key = |n: &QueueNode| u64::from(n.seq as u32);
     let mut start = 0;
-    let mut widest = key(&nodes[0]) + (1u64 << 32) - key(&nodes[nodes.len() - 1]);
-    for i in 1..nodes.len() {
-        let gap = key(&nodes[i]) - key(&nodes[i - 1]);
+    let mut widest = key(order[0]) + (1u64 << 32) - key(order[order.len() - 1]);
+    for i in 1..order.len() {
+        let gap = key(order[i]) - key(order[i - 1]);
         if gap > widest {
             widest = gap;
             start = i;
         }
     }
-    nodes.rotate_left(start);
+    order.rotate_left(start);
+    order
 }
 
 #[cfg(test)]
@@ -251,28 +298,98 @@ mod tests {
         assert_eq!(NameScheme::curator(&["lock-"]).conflicting(&children), Some(&children[0]));
     }
 
+    const KAZOO: NameScheme = NameScheme { format: NodeFormat::Kazoo, markers: &["__lock__"] };
+
+    fn names(q: &[QueueNode]) -> Vec<i32> {
+        q.iter().map(|n| n.seq).collect()
+    }
+
+    fn sorted(seqs: &[i32], scheme: &NameScheme) -> Result<Vec<i32>> {
+        let mut q: Vec<QueueNode> = seqs.iter().map(|&s| node(s)).collect();
+        sort_queue(&mut q, scheme, "/locks/x").map(|()| names(&q))
+    }
+
+    fn wrapped_at(result: Result<Vec<i32>>) -> i32 {
+        match result {
+            Err(Error::SequenceWrapped { path, node }) => {
+                assert_eq!(path, "/locks/x");
+                LOCK.parse(&node).expect("a queue node").seq
+            }
+            other => panic!("expected SequenceWrapped, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_sequences_as_zookeeper_does() {
+        assert_eq!(sequence_text(42), "0000000042");
+        assert_eq!(sequence_text(-5), "-000000005");
+        assert_eq!(sequence_text(i32::MIN), "-2147483648");
+        assert_eq!(sequence_text(i32::MAX), "2147483647");
+        // Extra zero padding is not ZooKeeper's, and would sort differently as text.
+        assert_eq!(parse_sequence("-0000000005"), None);
+        assert_eq!(parse_sequence("-000000000"), None);
+        assert_eq!(parse_sequence("-000000005"), Some(-5));
+    }
+
     #[test]
     fn sorts_by_sequence() {
-        let mut q = vec![node(3), node(1), node(2)];
-        sort_queue(&mut q);
-        assert_eq!(q.iter().map(|n| n.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(sorted(&[3, 1, 2], &LOCK).unwrap(), [1, 2, 3]);
+        assert_eq!(sorted(&[], &LOCK).unwrap(), Vec::<i32>::new());
+        assert_eq!(sorted(&[i32::MAX, 0, 1_000_000_000], &LOCK).unwrap(), [0, 1_000_000_000, i32::MAX]);
     }
 
+    /// The text order (Curator's and kazoo's) puts `-2147483648`, created after `2147483647`,
+    /// first: refused, naming the node that jumped the queue.
     #[test]
-    fn sorts_across_the_signed_wrap() {
-        let mut q = vec![node(i32::MIN + 1), node(i32::MAX), node(i32::MIN), node(i32::MAX - 1)];
-        sort_queue(&mut q);
+    fn refuses_the_signed_wrap() {
+        assert_eq!(wrapped_at(sorted(&[i32::MAX - 1, i32::MAX, i32::MIN], &LOCK)), i32::MIN);
         assert_eq!(
-            q.iter().map(|n| n.seq).collect::<Vec<_>>(),
-            [i32::MAX - 1, i32::MAX, i32::MIN, i32::MIN + 1]
+            wrapped_at(sorted(&[i32::MIN + 1, i32::MAX, i32::MIN, i32::MAX - 1], &LOCK)),
+            i32::MIN + 1
         );
+        assert_eq!(wrapped_at(sorted(&[i32::MAX, i32::MIN], &KAZOO)), i32::MIN);
+    }
+
+    /// Among negative numbers the text order runs against creation order: `-000000003` (created
+    /// later) sorts before `-000000005`.
+    #[test]
+    fn refuses_negative_sequences_out_of_creation_order() {
+        assert_eq!(wrapped_at(sorted(&[-5, -3], &LOCK)), -3);
+        assert_eq!(wrapped_at(sorted(&[-2, -1, 0, 1], &LOCK)), -1);
+        assert_eq!(wrapped_at(sorted(&[i32::MIN, i32::MIN + 1], &LOCK)), i32::MIN + 1);
+        assert_eq!(wrapped_at(sorted(&[i32::MIN, -1_500_000_000], &KAZOO)), -1_500_000_000);
+        // `-1000000000` is older than `-999999999` and sorts first as text ('1' < '9'): no refusal.
+        assert_eq!(sorted(&[-999_999_999, -1_000_000_000], &LOCK).unwrap(), [-1_000_000_000, -999_999_999]);
+    }
+
+    /// Where the text order still is creation order, a negative sequence is fine in the Curator
+    /// format: `-000000005` sorts before `0000000001` as text, and was created before it.
+    #[test]
+    fn accepts_negative_sequences_where_the_text_order_is_creation_order() {
+        assert_eq!(sorted(&[1, -5], &LOCK).unwrap(), [-5, 1]);
+        assert_eq!(sorted(&[-5], &LOCK).unwrap(), [-5]);
+        assert_eq!(sorted(&[i32::MIN], &KAZOO).unwrap(), [i32::MIN]);
+    }
+
+    /// kazoo's `(-?\d{10})$` does not match `-000000005`: kazoo would not see that node, so the
+    /// kazoo format refuses it even alone.
+    #[test]
+    fn the_kazoo_format_refuses_nodes_kazoo_cannot_see() {
+        assert_eq!(wrapped_at(sorted(&[-5], &KAZOO)), -5);
+        assert_eq!(wrapped_at(sorted(&[3, -999_999_999], &KAZOO)), -999_999_999);
+        assert_eq!(wrapped_at(sorted(&[-1], &KAZOO)), -1);
     }
 
     #[test]
-    fn sorts_across_the_unsigned_wrap() {
-        let mut q = vec![node(1), node(-1), node(0), node(-2)];
-        sort_queue(&mut q);
-        assert_eq!(q.iter().map(|n| n.seq).collect::<Vec<_>>(), [-2, -1, 0, 1]);
+    fn the_error_says_what_to_do() {
+        let message = wrapped_err_message();
+        assert!(message.contains("/locks/x"), "{message}");
+        assert!(message.contains("delete it once empty"), "{message}");
+        assert!(message.contains("counter starts at 0"), "{message}");
+    }
+
+    fn wrapped_err_message() -> String {
+        sorted(&[i32::MAX, i32::MIN], &LOCK).unwrap_err().to_string()
     }
 
     mod fuzz {
@@ -296,11 +413,12 @@ mod tests {
                 let _ = LOCK.in_format(NodeFormat::Kazoo).parse(&name);
             }
 
-            /// A queue, shuffled and mixed with foreign names, sorts back into creation order
-            /// wherever its sequence numbers start (so across the signed and unsigned wraps),
-            /// also when uuids repeat.
+            /// A queue, shuffled and mixed with foreign names, wherever its sequence numbers
+            /// start (so across the signed and unsigned wraps), also when uuids repeat: never a
+            /// panic; either the order is creation order and the text order (Curator's and
+            /// kazoo's), or `SequenceWrapped` because those two differ.
             #[test]
-            fn queues_sort_into_creation_order_across_any_wrap(
+            fn queues_sort_by_text_or_refuse_across_any_wrap(
                 start in any::<i32>(),
                 steps in vec(1u32..5000, 0..60),
                 foreign in vec("[a-z_-]{0,20}", 0..10),
@@ -319,8 +437,39 @@ mod tests {
                 let mut children: Vec<String> = created.iter().cloned().chain(foreign).collect();
                 children.sort_by_key(|c| c.bytes().fold(start as u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
                 let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| LOCK.parse(c)).collect();
-                sort_queue(&mut queue);
-                prop_assert_eq!(queue.into_iter().map(|n| n.name).collect::<Vec<_>>(), created);
+                let mut by_text = created.clone();
+                by_text.sort_by_key(|name| (name.rsplit_once("lock-").map(|(_, seq)| seq.to_string()), name.clone()));
+                match sort_queue(&mut queue, &LOCK, "/p") {
+                    Ok(()) => {
+                        let order: Vec<String> = queue.into_iter().map(|n| n.name).collect();
+                        prop_assert_eq!(&order, &created);
+                        prop_assert_eq!(&order, &by_text);
+                    }
+                    Err(Error::SequenceWrapped { path, node }) => {
+                        prop_assert_eq!(path, "/p");
+                        prop_assert!(created.contains(&node));
+                        prop_assert_ne!(by_text, created);
+                    }
+                    Err(other) => prop_assert!(false, "unexpected error {}", other),
+                }
+            }
+
+            /// Any parsed names, also hand-made ones with repeated or wrapped sequences, in either
+            /// format: sorting never panics, and what it accepts is in text order.
+            #[test]
+            fn sorting_any_names_never_panics(
+                seqs in vec(any::<i32>(), 0..20),
+                kazoo in any::<bool>(),
+            ) {
+                let scheme = if kazoo { LOCK.in_format(NodeFormat::Kazoo) } else { LOCK };
+                let marker = if kazoo { "__lock__" } else { "lock-" };
+                let mut queue: Vec<QueueNode> =
+                    seqs.iter().enumerate().filter_map(|(i, s)| scheme.parse(&format!("u{i}{marker}{s:010}"))).collect();
+                prop_assert_eq!(queue.len(), seqs.len());
+                if sort_queue(&mut queue, &scheme, "/p").is_ok() {
+                    let texts: Vec<String> = queue.iter().map(|n| sequence_text(n.seq)).collect();
+                    prop_assert!(texts.windows(2).all(|w| w[0] <= w[1]));
+                }
             }
         }
     }

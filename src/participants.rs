@@ -29,7 +29,7 @@ pub struct Participant {
 pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Participant>> {
     let conn = queue.conn().await?;
     let children = queue.list_on(&conn).await?;
-    let nodes = queue.sorted(&children);
+    let nodes = queue.sorted(&children)?;
     if nodes.is_empty() {
         return Ok(Vec::new());
     }

@@ -1,4 +1,4 @@
-//! TLS to ZooKeeper's secure client port (cargo feature `tls`, on by default).
+//! TLS to ZooKeeper's secure client port (cargo feature `tls`, off by default).
 //!
 //! [`TlsConfig`] holds what the client trusts (a CA bundle) and, for mutual TLS, who it is (a
 //! certificate and its key), all in PEM. [`crate::ConnectOptions::tls`] puts it to use: every

@@ -132,11 +132,12 @@ impl Queue {
         self
     }
 
-    /// Our queue, parsed and in creation order; foreign children are left out.
-    pub fn sorted(&self, children: &[String]) -> Vec<QueueNode> {
+    /// Our queue, parsed and in the order Curator and kazoo compute (which is creation order, or
+    /// `Err(SequenceWrapped)`); foreign children are left out.
+    pub fn sorted(&self, children: &[String]) -> Result<Vec<QueueNode>> {
         let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| self.scheme.parse(c)).collect();
-        sort_queue(&mut queue);
-        queue
+        sort_queue(&mut queue, &self.scheme, self.root.as_str())?;
+        Ok(queue)
     }
 
     /// `Err(FormatConflict)` if `children` has a node of the other naming format.
@@ -300,8 +301,9 @@ impl Queue {
         }
     }
 
-    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it, and
-    /// `Err(FormatConflict)` when nodes of the other naming format share the path.
+    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it,
+    /// `Err(FormatConflict)` when nodes of the other naming format share the path, and
+    /// `Err(SequenceWrapped)` when the path's sequence counter has wrapped (see `sort_queue`).
     pub fn decide(
         &self,
         entry: &Entry,
@@ -309,7 +311,7 @@ impl Queue {
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
         self.refuse_conflicts(children)?;
-        let queue = self.sorted(children);
+        let queue = self.sorted(children)?;
         let me = queue
             .iter()
             .position(|n| n.name == entry.name)

@@ -32,7 +32,7 @@ async fn wait_state(client: &Client, want: SessionState) {
 fn alive(pid: u32) -> bool {
     // A reaped process has no /proc entry; a zombie would show state Z.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
         .unwrap_or(false)
 }
 

@@ -2,6 +2,7 @@
 //
 //   java CuratorPeer lock  CONNECT PATH ROUNDS COUNTER EVENTS OCCUPANCY ID SESSION_MS
 //   java CuratorPeer hold  CONNECT PATH ID SESSION_MS      (prints HOLDING <seq>; releases on stdin EOF or "release")
+//   java CuratorPeer order CONNECT PATH SESSION_MS     (prints NODE <name> per child in Curator's lock order, then END)
 //   java CuratorPeer latch CONNECT PATH ID SESSION_MS      (prints LEADER / NOT_LEADER; quits on stdin EOF or "quit")
 //   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS
 //       N threads, each with its own session, loop acquire -> critical section -> release from
@@ -95,6 +96,15 @@ public class CuratorPeer {
                 }
                 client.close();
                 System.out.println("DONE");
+                break;
+            }
+            case "order": {
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[3]));
+                for (String node : new InterProcessMutex(client, args[2]).getParticipantNodes()) {
+                    System.out.println("NODE " + node.substring(node.lastIndexOf('/') + 1));
+                }
+                client.close();
+                System.out.println("END");
                 break;
             }
             case "hold": {

@@ -9,6 +9,7 @@
         (time.monotonic_ns, CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
     kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
     kazoo_peer.py many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS   (as CuratorPeer's many mode)
+    kazoo_peer.py order CONNECT PATH SESSION_MS     (prints NODE <data> per contender in kazoo's order, then END)
 
 `lock` mode follows the same protocol as CuratorPeer.java: exclusive OCCUPANCY file (exit 3 on
 overlap), "enter ID SEQ" / "exit ID SEQ" lines in EVENTS, a read-modify-write COUNTER.
@@ -114,6 +115,14 @@ def main():
         wait_for_stdin("exit")
         for c in clients:
             c.stop()
+    elif mode == "order":
+        hosts, path, session = sys.argv[2:5]
+        client = connect(hosts, int(session))
+        # Lock.contenders() is kazoo's own order; each test node holds its name as data.
+        for name in client.Lock(path).contenders():
+            print("NODE " + name, flush=True)
+        print("END", flush=True)
+        client.stop()
     elif mode == "queue":
         hosts, path, n, session = sys.argv[2:6]
         n = int(n)
