@@ -13,7 +13,7 @@ use zookeeper_client::{Client, Error as ZkError, SessionState};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, OwnEvent, PendingEvent};
-use crate::session::Conn;
+use crate::session::{Conn, Session};
 use crate::status::{LockStatus, LossPolicy};
 
 /// How long release keeps retrying a delete across connection losses before it hands the delete
@@ -24,6 +24,9 @@ fn release_patience(client: &Client) -> Duration {
 
 /// One admitted node and everything a holder needs.
 pub(crate) struct Hold {
+    /// Keeps the session open while we hold: a guard outlives every `Session` handle the user
+    /// dropped, and the session closes (deleting our node) only once the guard is gone too.
+    _session: Session,
     conn: Conn,
     root: LockPath,
     path: String,
@@ -59,6 +62,7 @@ impl Hold {
     /// Takes over an admitted entry and starts its monitor. `turn`, if any, is given back when
     /// the last hold is released.
     pub fn start(
+        session: Session,
         entry: Entry,
         policy: LossPolicy,
         janitor: &Janitor,
@@ -73,6 +77,7 @@ impl Hold {
         let (stop_tx, stop_rx) = oneshot::channel();
         let releasing = Arc::new(AtomicBool::new(false));
         let hold = Arc::new(Hold {
+            _session: session,
             conn: conn.clone(),
             root,
             path: path.clone(),

@@ -191,8 +191,15 @@ impl LockCore {
     }
 
     fn hold(&self, entry: Entry, turn: Option<OwnedMutexGuard<()>>) -> LockGuard {
-        let hold =
-            Hold::start(entry, self.policy, &self.queue.janitor, self.reentrant, turn, self.labels.clone());
+        let hold = Hold::start(
+            self.queue.session.clone(),
+            entry,
+            self.policy,
+            &self.queue.janitor,
+            self.reentrant,
+            turn,
+            self.labels.clone(),
+        );
         tracing::Span::current().record("fencing_token", hold.fencing_token());
         tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&hold);
@@ -256,7 +263,7 @@ impl LockCore {
         match admitted {
             Ok(Attempt::Admitted(())) => Ok(Attempt::Admitted(entry)),
             Ok(other) => {
-                if let Some(left) = by_deadline(deadline, entry.leave()).await {
+                if let Some(left) = self.leave_bounded(entry).await {
                     left?;
                 }
                 Ok(match other {
@@ -265,12 +272,26 @@ impl LockCore {
                 })
             }
             Err(e) => {
-                if let Some(Err(leave)) = by_deadline(deadline, entry.leave()).await {
+                if let Some(Err(leave)) = self.leave_bounded(entry).await {
                     tracing::debug!(error = %leave, "leaving after an error");
                 }
                 Err(e)
             }
         }
+    }
+
+    /// Leaves the queue after an attempt that was not admitted. While the connection is up,
+    /// this waits for the delete (bounded by the session timeout), so that a timed acquire that
+    /// returns `None` leaves no node; while it is down, or if the server does not answer in
+    /// time, the delete goes on in the background (`settled()` awaits it) and this returns at
+    /// once, so that a deadline is not stretched by a dead connection.
+    async fn leave_bounded(&self, entry: Entry) -> Option<Result<()>> {
+        let bound = if self.queue.session.state().is_connected() {
+            Instant::now() + self.queue.session.session_timeout()
+        } else {
+            Instant::now()
+        };
+        by_deadline(Some(bound), entry.leave()).await
     }
 
     pub async fn participants(&self) -> Result<Vec<Participant>> {

@@ -448,3 +448,46 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
     assert!(selector.has_leadership());
     selector.close().await;
 }
+
+/// Claim (README "How it works", and why a woken waiter lists once): a waiter whose node was
+/// deleted from outside while it queued is told so (`NodeDeleted`) when its turn seems to come,
+/// instead of entering beside the waiter that queued behind it. Without the listing after the
+/// wake-up (or a watch on its own node), both would hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_was_deleted_from_outside_does_not_enter() {
+    let zk = common::standalone().await;
+    let admin = admin(&zk.connect_string()).await;
+    let path = "/c/deleted-waiter";
+    let mutex = |session: &Session| InterProcessMutex::new(session, path).unwrap();
+    let (h, w, s) = (
+        common::session(&zk.connect_string()).await,
+        common::session(&zk.connect_string()).await,
+        common::session(&zk.connect_string()).await,
+    );
+    let holder = mutex(&h).acquire().await.unwrap();
+    let waiter = mutex(&w);
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.acquire().await }
+    });
+    common::eventually("the waiter to queue", || async { children(&admin, path).await.len() == 2 }).await;
+    let second = mutex(&s);
+    let behind = tokio::spawn({
+        let second = second.clone();
+        async move { second.acquire().await.unwrap() }
+    });
+    common::eventually("the second waiter to queue", || async { children(&admin, path).await.len() == 3 })
+        .await;
+    let queue = second.participants().await.unwrap();
+    admin.delete(&format!("{path}/{}", queue[1].node), None).await.unwrap();
+    // The second waiter was watching the deleted node: it lists again and now watches the holder.
+    common::eventually("the second waiter to re-list", || async { second.stats().listings >= 2 }).await;
+    holder.release().await.unwrap();
+    let second_guard = within("the second waiter", behind).await.unwrap();
+    let outcome = within("the first waiter", waiting).await.unwrap();
+    assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
+    assert_eq!(*second_guard.status().borrow(), LockStatus::Held);
+    second_guard.release().await.unwrap();
+    waiter.settled().await;
+    assert!(children(&admin, path).await.is_empty());
+}

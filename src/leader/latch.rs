@@ -275,7 +275,15 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             Err(e) => return Err(e),
         };
         let labels = crate::metrics::Labels::new("leader-latch", inner.role.as_ref());
-        let hold = Hold::start(entry, inner.policy, &inner.queue.janitor, false, None, labels);
+        let hold = Hold::start(
+            inner.queue.session.clone(),
+            entry,
+            inner.policy,
+            &inner.queue.janitor,
+            false,
+            None,
+            labels,
+        );
         let token = hold.fencing_token();
         let mut status = hold.status();
         loop {
