@@ -39,6 +39,10 @@ pub(crate) struct LockSpec {
     pub exclusive: bool,
 }
 
+/// How long a timed acquire that was not admitted waits for its node's delete before leaving it
+/// to the background: the "small constant" a deadline may be exceeded by.
+pub(crate) const LEAVE_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Runs `fut` until `deadline`, when there is one; `None` if the deadline came first (the
 /// future is dropped, which every queue future survives: see their cancel safety).
 async fn by_deadline<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
@@ -281,13 +285,13 @@ impl LockCore {
     }
 
     /// Leaves the queue after an attempt that was not admitted. While the connection is up,
-    /// this waits for the delete (bounded by the session timeout), so that a timed acquire that
-    /// returns `None` leaves no node; while it is down, or if the server does not answer in
-    /// time, the delete goes on in the background (`settled()` awaits it) and this returns at
-    /// once, so that a deadline is not stretched by a dead connection.
+    /// this waits for the delete, at most [`LEAVE_GRACE`], so that a timed acquire that returns
+    /// `None` leaves no node; while it is down, or if the server does not answer in time, the
+    /// delete goes on in the background (`settled()` awaits it), so that a deadline is never
+    /// stretched by more than that constant, whatever the connection does.
     async fn leave_bounded(&self, entry: Entry) -> Option<Result<()>> {
         let bound = if self.queue.session.state().is_connected() {
-            Instant::now() + self.queue.session.session_timeout()
+            Instant::now() + LEAVE_GRACE.min(self.queue.session.session_timeout())
         } else {
             Instant::now()
         };
@@ -304,7 +308,7 @@ impl LockCore {
         let client = self.queue.conn().await?.client;
         let mut sent = 0;
         for holder in self.participants().await?.into_iter().filter(|p| p.is_holder) {
-            if crate::revocation::request_revocation(&client, &self.queue.root.child(&holder.node)).await? {
+            if crate::revocation::revoke_node(&client, &self.queue.root.child(&holder.node)).await? {
                 sent += 1;
             }
         }

@@ -122,9 +122,10 @@ impl InterProcessMutex {
         self.core.acquire(Wait::Try).await
     }
 
-    /// Waits at most `timeout`, whatever the connection does: `Ok(None)` if the lock was not
-    /// acquired in time. Our node is deleted before this returns, or, if the deadline passed
-    /// while the connection was down, in the background ([`InterProcessMutex::settled`]).
+    /// Waits at most `timeout` (plus at most half a second to delete our node), whatever the
+    /// connection does: `Ok(None)` if the lock was not acquired in time. Our node is deleted
+    /// before this returns or, if the connection is down or the server slow to answer, in the
+    /// background ([`InterProcessMutex::settled`] awaits that).
     ///
     /// # Errors
     /// As [`InterProcessMutex::acquire`].

@@ -294,7 +294,7 @@ async fn a_revocation_request_made_while_waiting_is_delivered_once_holding() {
     .await;
     let queue = holder.participants().await.unwrap();
     let waiter_node = format!("/c/revoke-wait/{}", queue[1].node);
-    assert!(zk_recipes::request_revocation(&admin, &waiter_node).await.unwrap());
+    assert!(zk_recipes::request_revocation(&session, &waiter_node).await.unwrap());
     held.release().await.unwrap();
     let guard = within("the waiter", waiting).await.unwrap();
     let mut status = guard.status();

@@ -181,6 +181,10 @@ async fn deleting_the_leaders_node_makes_it_not_leader_and_the_next_leads() {
 async fn selectors_with_auto_requeue_rotate_through_everyone() {
     let zk = standalone().await;
     let terms = Arc::new(Mutex::new(Vec::<String>::new()));
+    // Each term ends only once all three selectors have a node: otherwise a requeue whose create
+    // is slow (a loaded machine) lets the others lead twice meanwhile, and the turns are not a
+    // property of the recipe but of the scheduler.
+    let watcher = Arc::new(client(&zk.connect_string()).await);
     let mut selectors = Vec::new();
     for id in ["s0", "s1", "s2"] {
         let sel = LeaderSelector::new(
@@ -191,12 +195,19 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
         .unwrap();
         let terms = terms.clone();
         let name = id.to_string();
+        let watcher = watcher.clone();
         sel.start(move |ctx| {
-            let (terms, name) = (terms.clone(), name.clone());
+            let (terms, name, watcher) = (terms.clone(), name.clone(), watcher.clone());
             async move {
                 terms.lock().unwrap().push(name);
                 assert!(ctx.fencing_token() > 0);
-                tokio::task::yield_now().await;
+                // Closing stops the term too (then the others may never be three again).
+                tokio::select! {
+                    () = eventually("everyone queued", || async {
+                        children(&watcher, "/election/rotate").await.len() == 3
+                    }) => {}
+                    () = ctx.stopped() => {}
+                }
             }
         })
         .unwrap();
@@ -212,8 +223,7 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
     for id in ["s0", "s1", "s2"] {
         assert!(terms.iter().filter(|t| *t == id).count() >= 2, "{id} led too rarely: {terms:?}");
     }
-    // Rotation: once all three are queued, everyone requeueing means strict turns. (Before that a
-    // selector that joined late may let an early one lead twice.)
+    // Rotation: once all three are queued, everyone requeueing means strict turns.
     let all_in = (1..=terms.len())
         .find(|&k| ["s0", "s1", "s2"].iter().all(|id| terms[..k].iter().any(|t| t == id)))
         .expect("everyone led");

@@ -357,7 +357,7 @@ async fn a_revocation_request_reaches_the_holder_who_hands_over() {
 
     // An administrator can ask too, by node path.
     let again = holder.acquire().await.unwrap();
-    let admin = client(&zk.connect_string()).await;
+    let admin = session(&zk.connect_string()).await;
     assert!(zk_recipes::request_revocation(&admin, again.node_path()).await.unwrap());
     let mut status = again.status();
     within("admin revocation", status.wait_for(|s| *s == LockStatus::RevocationRequested)).await.unwrap();

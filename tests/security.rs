@@ -32,14 +32,14 @@ async fn a_creator_only_lock_cannot_be_deleted_or_revoked_by_others() {
         Err(ZkError::NoAuth),
         "an unauthenticated client deleted the holder's node"
     );
-    match zk_recipes::request_revocation(&raw(&intruder), held.node_path()).await {
+    match zk_recipes::request_revocation(&intruder, held.node_path()).await {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
         other => panic!("an unauthenticated client could ask for revocation: {other:?}"),
     }
     // Wrong credentials are a different identity: refused just the same, with a clear error.
     let impostor = connect_as(&c, Some(b"alice:wrong")).await;
     assert_eq!(raw(&impostor).delete(held.node_path(), None).await, Err(ZkError::NoAuth));
-    let err = zk_recipes::request_revocation(&raw(&impostor), held.node_path()).await.unwrap_err();
+    let err = zk_recipes::request_revocation(&impostor, held.node_path()).await.unwrap_err();
     assert!(
         err.to_string().contains("not authorized") && err.to_string().contains(held.node_path()),
         "{err}"

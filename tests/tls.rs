@@ -116,7 +116,7 @@ async fn mutual_tls_names_the_client_by_its_certificate_for_creator_only_locks()
     // Another certificate from the same CA is another identity: refused, with the path.
     let other = connect_tls(&secure(&zk), identified(files(&zk), true)).await.expect("other certificate");
     assert_eq!(raw(&other).delete(held.node_path(), None).await, Err(ZkError::NoAuth));
-    match zk_recipes::request_revocation(&raw(&other), held.node_path()).await {
+    match zk_recipes::request_revocation(&other, held.node_path()).await {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
         other => panic!("{OTHER_CLIENT_SUBJECT} could ask for revocation: {other:?}"),
     }

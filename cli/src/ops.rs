@@ -105,11 +105,10 @@ struct Asked {
 pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
     zk_recipes::LockPath::new(path)?;
     let queue = zk::queue(conn, path, format).await?.map(|(_, q)| q).unwrap_or_default();
-    let client = conn.raw()?;
     let mut asked = Vec::new();
     for holder in queue.iter().filter(|p| p.is_holder) {
         let full = format!("{path}/{}", holder.node);
-        if zk_recipes::request_revocation(&client, &full).await? {
+        if zk_recipes::request_revocation(conn.session(), &full).await? {
             asked.push(Asked { node: full, id: holder.id.clone(), fencing_token: holder.czxid });
         }
     }

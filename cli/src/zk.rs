@@ -33,6 +33,11 @@ impl Conn {
     pub fn raw(&self) -> Result<Client, Failure> {
         Ok(self.session.client()?)
     }
+
+    /// The session itself, for library calls that take one.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
 }
 
 pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
