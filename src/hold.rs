@@ -13,7 +13,7 @@ use zookeeper_client::{Client, Error as ZkError, SessionState};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, OwnEvent, PendingEvent};
-use crate::session::{Conn, Session};
+use crate::session::{Conn, ConnectionState, Session, SessionStatus};
 use crate::status::{LockStatus, LossPolicy};
 
 /// How long release keeps retrying a delete across connection losses before it hands the delete
@@ -76,6 +76,7 @@ impl Hold {
         let (status, _) = watch::channel(first);
         let (stop_tx, stop_rx) = oneshot::channel();
         let releasing = Arc::new(AtomicBool::new(false));
+        let closing = session.states();
         let hold = Arc::new(Hold {
             _session: session,
             conn: conn.clone(),
@@ -94,7 +95,7 @@ impl Hold {
             releasing: releasing.clone(),
             stop: Mutex::new(Some(stop_tx)),
         });
-        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx, labels));
+        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx, labels, closing));
         hold
     }
 
@@ -284,6 +285,7 @@ async fn monitor(
     releasing: Arc<AtomicBool>,
     mut stop: oneshot::Receiver<()>,
     labels: crate::metrics::Labels,
+    mut closing: watch::Receiver<SessionStatus>,
 ) {
     let mut states = client.state_watcher();
     let set = |s: LockStatus| {
@@ -316,6 +318,11 @@ async fn monitor(
         tokio::select! {
             _ = &mut stop => break,
             next = states.changed() => state = next,
+            // `Session::close` deleted our node (the client itself may live on in clones).
+            _ = async { closing.wait_for(|s| s.state == ConnectionState::Closed).await.map(|_| ()) } => {
+                lose("session_closed");
+                return;
+            }
             event = own_event(&mut own) => {
                 let released = releasing.load(Ordering::SeqCst);
                 match event {

@@ -294,7 +294,12 @@ async fn twenty_expiries_leak_no_tasks_watches_or_connections() {
     let connections = |text: String| text.lines().filter(|l| l.contains("queued=")).count();
     let runtime = tokio::runtime::Handle::current().metrics();
     let tasks_before = runtime.num_alive_tasks();
-    let watches_before = watches(zk.four_letter(0, "wchs").await.unwrap());
+    // A leading latch watches its own node; that watch is pipelined, not awaited: wait for it.
+    common::eventually("the leader's own-node watch", || async {
+        watches(zk.four_letter(0, "wchs").await.unwrap()) == Some(1)
+    })
+    .await;
+    let watches_before = Some(1);
     let cons_before = connections(zk.four_letter(0, "cons").await.unwrap());
 
     for round in 0..20 {
@@ -308,7 +313,10 @@ async fn twenty_expiries_leak_no_tasks_watches_or_connections() {
         connections(zk.four_letter(0, "cons").await.unwrap()) <= cons_before
     })
     .await;
-    assert_eq!(watches(zk.four_letter(0, "wchs").await.unwrap()), watches_before);
+    common::eventually("the same watches as before", || async {
+        watches(zk.four_letter(0, "wchs").await.unwrap()) == watches_before
+    })
+    .await;
     common::eventually("background tasks to settle", || async { runtime.num_alive_tasks() <= tasks_before })
         .await;
     latch.close().await;
