@@ -58,43 +58,31 @@ pub trait Lock: Send + Sync + std::fmt::Debug {
     async fn settled(&self);
 }
 
-#[async_trait]
-impl<L: Lock + ?Sized> Lock for Box<L> {
-    fn lock_path(&self) -> &str {
-        (**self).lock_path()
-    }
-    async fn settled(&self) {
-        (**self).settled().await
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        (**self).acquire().await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        (**self).try_acquire().await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        (**self).acquire_timeout(timeout).await
-    }
+/// A box or an `Arc` of a lock is the lock.
+macro_rules! forward_lock {
+    ($($pointer:ident),*) => {$(
+        #[async_trait]
+        impl<L: Lock + ?Sized> Lock for $pointer<L> {
+            fn lock_path(&self) -> &str {
+                (**self).lock_path()
+            }
+            async fn settled(&self) {
+                (**self).settled().await
+            }
+            async fn acquire(&self) -> Result<LockGuard> {
+                (**self).acquire().await
+            }
+            async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+                (**self).try_acquire().await
+            }
+            async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+                (**self).acquire_timeout(timeout).await
+            }
+        }
+    )*};
 }
 
-#[async_trait]
-impl<L: Lock + ?Sized> Lock for Arc<L> {
-    fn lock_path(&self) -> &str {
-        (**self).lock_path()
-    }
-    async fn settled(&self) {
-        (**self).settled().await
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        (**self).acquire().await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        (**self).try_acquire().await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        (**self).acquire_timeout(timeout).await
-    }
-}
+forward_lock!(Box, Arc);
 
 /// [`LockExt::with_lock`] for every [`Lock`], trait objects included.
 pub trait LockExt: Lock {

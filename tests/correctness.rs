@@ -388,16 +388,7 @@ async fn a_blocking_task_cannot_hide_a_lost_term_and_the_selector_requeues() {
         .unwrap();
     assert!(!selector.has_leadership());
     unblock.send(()).unwrap();
-    let second = within("leadership after requeue", async {
-        loop {
-            let token = selector.await_leadership().await.unwrap();
-            if token != first {
-                return token;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+    let second = common::leadership_after(&selector, first, "leadership after requeue").await;
     assert!(second > first);
     selector.close().await;
 }

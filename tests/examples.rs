@@ -23,3 +23,34 @@ fn stock_segments_sells_exactly_the_stock_both_ways() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("no oversell, every segment ended at 0"), "{stdout}");
 }
+
+// `cargo run --example session_recovery` (issue 14: a latch and a mutex waiter heal across a
+// partition of 3x the session timeout) and `cargo run --example metrics` (issue 17: the
+// Prometheus endpoint shows the workload).
+
+#[test]
+fn the_metrics_example_serves_the_workload_on_its_endpoint() {
+    let out = Command::new(example("metrics")).env_remove("ZK_CONNECT").output().expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains(r#"zk_recipes_acquires_total{recipe="mutex",role="orders",outcome="acquired"} 40"#),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_session_recovery_example_heals_without_rebuilding() {
+    let out = Command::new(example("session_recovery")).output().expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for line in [
+        "session state: Suspended",
+        "session state: Lost",
+        "session state: Connected (generation 2)",
+        "latch leads again",
+        "OK:",
+    ] {
+        assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}

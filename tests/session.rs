@@ -220,16 +220,7 @@ async fn a_selector_with_auto_requeue_leads_again_after_expiry() {
     let ended = within("the term to end", terms.recv()).await.unwrap();
     assert_eq!(ended.fencing_token, first);
     assert_eq!(ended.outcome, TermOutcome::Lost);
-    let second = within("leadership again", async {
-        loop {
-            let token = selector.await_leadership().await.unwrap();
-            if token != first {
-                return token;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await;
+    let second = common::leadership_after(&selector, first, "leadership again").await;
     assert!(second > first);
     selector.close().await;
 }

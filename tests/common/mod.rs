@@ -245,3 +245,17 @@ pub async fn nodes_owned_by(admin: &Client, path: &str, session: i64) -> Vec<Str
     }
     ours
 }
+
+/// Waits (bounded) until `selector` leads in a term other than `first`; returns its token.
+pub async fn leadership_after(selector: &zk_recipes::LeaderSelector, first: u64, what: &str) -> u64 {
+    within(what, async {
+        loop {
+            let token = selector.await_leadership().await.unwrap();
+            if token != first {
+                return token;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+}
