@@ -227,7 +227,7 @@ impl LockCore {
             return Ok(Attempt::OutOfTime);
         };
         let (mut entry, children) = joined?;
-        self.labels.queue_length(self.queue.sorted(&children).map_or(children.len(), |nodes| nodes.len()));
+        self.labels.queue_length(children.len());
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 

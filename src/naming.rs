@@ -142,11 +142,39 @@ pub(crate) fn parse_sequence(text: &str) -> Option<i32> {
         return None;
     }
     let seq: i32 = text.parse().ok()?;
-    (sequence_text(seq) == text).then_some(seq)
+    // Canonical (what `sequence_text(seq)` writes), checked without allocating: it runs for
+    // every child of every listing.
+    let canonical = match text.strip_prefix('-') {
+        None => text.len() == 10,
+        Some(digits) => match digits.len() {
+            9 => seq != 0,
+            10 => !digits.starts_with('0'),
+            _ => false,
+        },
+    };
+    canonical.then_some(seq)
+}
+
+/// A key whose order is the order of [`sequence_text`] (the text Curator and kazoo sort by),
+/// computed without formatting: `-` sorts before every digit; non-negative values are ten
+/// digits, so their text order is numeric; a negative value's digits (nine, zero-padded, or
+/// ten) compare as text, where a nine-digit text that is a prefix of a ten-digit one comes
+/// first.
+fn text_order_key(seq: i32) -> (u8, u32, u8, u8) {
+    if seq >= 0 {
+        return (1, seq as u32, 0, 0);
+    }
+    let digits = seq.unsigned_abs();
+    if digits < 1_000_000_000 {
+        (0, digits, 0, 0)
+    } else {
+        (0, digits / 10, 1, (digits % 10) as u8)
+    }
 }
 
 /// The suffix ZooKeeper writes for `seq`: Java's `%010d`, which Rust's `{:010}` matches (the
 /// sign counts in the width): `0000000042`, `-000000005`, `-2147483648`.
+#[cfg_attr(not(test), allow(dead_code))] // the reference the allocation-free code is tested against
 pub(crate) fn sequence_text(seq: i32) -> String {
     format!("{seq:010}")
 }
@@ -189,11 +217,12 @@ pub(crate) fn sort_queue(nodes: &mut [QueueNode], scheme: &NameScheme, path: &st
     let wrapped =
         |node: &QueueNode| Error::SequenceWrapped { path: path.to_string(), node: node.name.clone() };
     if scheme.format == NodeFormat::Kazoo {
-        if let Some(unseen) = nodes.iter().find(|n| sequence_text(n.seq).len() == 10 && n.seq < 0) {
+        // A ten-character negative text (`-000000005`): kazoo's pattern wants ten digits.
+        if let Some(unseen) = nodes.iter().find(|n| (-999_999_999..0).contains(&n.seq)) {
             return Err(wrapped(unseen));
         }
     }
-    nodes.sort_by_cached_key(|n| (sequence_text(n.seq), n.name.clone()));
+    nodes.sort_by(|a, b| (text_order_key(a.seq), &a.name).cmp(&(text_order_key(b.seq), &b.name)));
     let created = creation_order(nodes);
     match nodes.iter().zip(&created).find(|(by_text, by_creation)| by_text.name != by_creation.name) {
         Some((ahead, _)) => Err(wrapped(ahead)),
@@ -325,6 +354,34 @@ mod tests {
         assert_eq!(sequence_text(-5), "-000000005");
         assert_eq!(sequence_text(i32::MIN), "-2147483648");
         assert_eq!(sequence_text(i32::MAX), "2147483647");
+        // The order key at the width boundaries orders as the text.
+        let edges = [
+            i32::MIN,
+            -2_147_483_647,
+            -1_000_000_001,
+            -1_000_000_000,
+            -999_999_999,
+            -214_748_365,
+            -100_000_001,
+            -100_000_000,
+            -99_999_999,
+            -10,
+            -1,
+            0,
+            1,
+            999_999_999,
+            1_000_000_000,
+            i32::MAX,
+        ];
+        for a in edges {
+            for b in edges {
+                assert_eq!(
+                    text_order_key(a).cmp(&text_order_key(b)),
+                    sequence_text(a).cmp(&sequence_text(b)),
+                    "{a} {b}"
+                );
+            }
+        }
         // Extra zero padding is not ZooKeeper's, and would sort differently as text.
         assert_eq!(parse_sequence("-0000000005"), None);
         assert_eq!(parse_sequence("-000000000"), None);
@@ -401,6 +458,25 @@ mod tests {
 
         proptest! {
             #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+            /// The allocation-free order key orders as the text does, and the canonical check
+            /// accepts exactly the texts `sequence_text` writes.
+            #[test]
+            fn the_text_order_key_is_the_text_order(a in any::<i32>(), b in any::<i32>()) {
+                prop_assert_eq!(
+                    text_order_key(a).cmp(&text_order_key(b)),
+                    sequence_text(a).cmp(&sequence_text(b)),
+                    "{} {}", a, b
+                );
+                prop_assert_eq!(parse_sequence(&sequence_text(a)), Some(a));
+            }
+
+            /// Texts that look like sequences are accepted exactly when canonical.
+            #[test]
+            fn only_canonical_sequence_texts_parse(text in "-?[0-9]{8,12}") {
+                let canonical = text.parse::<i32>().ok().filter(|seq| sequence_text(*seq) == text);
+                prop_assert_eq!(parse_sequence(&text), canonical, "{}", text);
+            }
 
             /// No child name makes the parsers panic, and what parses ends with its sequence.
             #[test]

@@ -207,15 +207,18 @@ async fn a_semaphore_waiter_wakes_on_any_release() {
     let a = semaphore.acquire(1).await.unwrap();
     let b = semaphore.acquire(1).await.unwrap();
     let c = semaphore.acquire(1).await.unwrap();
+    let admin = admin(&zk.connect_string()).await;
+    // D queues first, then E (spawned together, either could be first).
     let d = {
         let s = semaphore.clone();
         tokio::spawn(async move { s.acquire(1).await.unwrap() })
     };
+    common::eventually("the first waiter", || async { children(&admin, "/c/sem-any").await.len() == 4 })
+        .await;
     let e = {
         let s = semaphore.clone();
         tokio::spawn(async move { s.acquire(1).await.unwrap() })
     };
-    let admin = admin(&zk.connect_string()).await;
     common::eventually("two waiters", || async { children(&admin, "/c/sem-any").await.len() == 5 }).await;
     // C, the last holder, releases first: D (the first waiter) gets in while A and B hold.
     c.release().await.unwrap();
@@ -442,8 +445,8 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
 
 /// Claim (README "How it works", and why a woken waiter lists once): a waiter whose node was
 /// deleted from outside while it queued is told so (`NodeDeleted`) when its turn seems to come,
-/// instead of entering beside the waiter that queued behind it. Without the listing after the
-/// wake-up (or a watch on its own node), both would hold.
+/// instead of entering beside the waiter that queued behind it. Without a look at its own node
+/// after the wake-up (an `exists`, a listing, or a watch on it), both would hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_was_deleted_from_outside_does_not_enter() {
     let zk = common::standalone().await;

@@ -342,3 +342,43 @@ fn completions_and_man_page_come_from_the_clap_definitions() {
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);
 }
+
+fn nodes(connect: &str, path: &str) -> Vec<String> {
+    status(connect, path)["queue"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["node"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Issue 14: a session that expires while `zklock run` *waits* queues again on a new session
+/// (it used to exit 69); the command then runs once the holder lets go. (An expiry while
+/// *holding* stays lost, exit 76: `cli.rs`, `a_lost_lock_stops_the_command_with_the_lost_code`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiry_while_waiting_queues_again_and_the_command_runs_later() {
+    let zk = ZkCluster::standalone().await.unwrap();
+    let proxy = zk.proxy().unwrap();
+    let connect = zk.connect_string();
+    let path = "/locks/requeue";
+    let (holder, _, _out) = hold(&connect, &[path]);
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let waiter = zklock(&proxy.connect_string())
+        .args(["run", "--session-timeout", "2s", path, "--", "touch", ran.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the waiter to queue", || queue_len(&connect, path) == 2).await;
+    let first = nodes(&connect, path)[1].clone();
+    proxy.blackhole();
+    eventually("the waiter's session to expire", || !nodes(&connect, path).contains(&first)).await;
+    proxy.heal();
+    eventually("the waiter to queue again", || queue_len(&connect, path) == 2).await;
+    assert_ne!(nodes(&connect, path)[1], first, "the same node after an expiry");
+    assert!(!ran.exists(), "the command ran while the lock was held");
+    release(holder).await;
+    let out = finish(waiter).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(ran.exists());
+}

@@ -349,17 +349,31 @@ impl Queue {
             };
             tracing::debug!(position = me, watching = watched.len(), "waiting");
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
-            // Only while our own node is watched: else its deletion by someone else would go
-            // unnoticed, and we would take the lock without a node.
-            let own_watched = entry.own_event.is_some();
-            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted, true) =
-                (decision, woke, own_watched)
-            {
+            // The node ahead was the head at our listing and is gone: nodes created since are
+            // behind us, so we are the head now, if our own node still exists (someone may have
+            // deleted it; then we must not enter). A watch on our own node tells us that for
+            // free; without one, one `exists` on it does, a request whose answer does not grow
+            // with the queue as a listing does.
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
+                if entry.own_event.is_none() {
+                    Self::own_node_exists(entry.conn.client.clone(), entry.path.clone()).await?;
+                }
                 self.counters.bump(Count::RelistSaved);
                 tracing::debug!("node ahead was the head: admitted without listing again");
                 return Ok(());
             }
             children = self.list_on(&entry.conn).await?;
+        }
+    }
+
+    /// `Ok` if our node exists, `Err(NodeDeleted)` if it does not.
+    /// (Takes owned copies: an `&Entry` held across an await would make the future not `Send`,
+    /// as its pending own-watch is not `Sync`.)
+    async fn own_node_exists(client: zookeeper_client::Client, path: String) -> Result<()> {
+        match retry::on_connection_loss(|| client.check_stat(&path)).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(Error::NodeDeleted { path }),
+            Err(e) => Err(Error::from_zk("exists", &path, e)),
         }
     }
 
