@@ -21,8 +21,8 @@ use crate::session::Session;
 /// # Cancel safety
 /// Once the request is sent, dropping the future does not withdraw it.
 pub async fn request_revocation(session: &Session, node_path: &str) -> Result<bool> {
-    session.connected().await?;
-    revoke_node(&session.client()?, node_path).await
+    let conn = session.shared().wait_conn().await?;
+    revoke_node(&conn.client, node_path).await
 }
 
 /// Sets `__REVOKE__` on `node_path` with `client`; `false` if the node is gone.
