@@ -6,7 +6,7 @@ use tokio::sync::watch;
 use zookeeper_client::{CheckWriteError, CheckWriter, CreateOptions, MultiWriteResult};
 
 use crate::error::{Error, Result};
-use crate::hold::Hold;
+use crate::hold::{Hold, PendingRelease};
 use crate::status::LockStatus;
 
 /// A held lock: the proof of ownership. Dropping it releases in the background;
@@ -265,21 +265,9 @@ async fn release_one(hold: Arc<Hold>) -> Result<()> {
         return Ok(());
     }
     let span = tracing::info_span!("release", path = %hold.root(), node = %hold.path());
-    let (done, outcome) = tokio::sync::oneshot::channel();
-    let releasing = hold.clone();
-    // Run to completion even if our caller is cancelled, tracked by the janitor.
-    hold.janitor().spawn(
-        "release",
-        tracing::Instrument::instrument(
-            async move {
-                let _ = done.send(releasing.delete_node().await);
-            },
-            span,
-        ),
-    );
-    outcome
-        .await
-        .unwrap_or_else(|_| Err(Error::ConnectionLoss { op: "delete", path: hold.path().to_string() }))
+    // The delete is sent now and awaited here; if our caller is cancelled, it completes in the
+    // background, tracked by the janitor.
+    tracing::Instrument::instrument(PendingRelease::new(hold).finish(), span).await
 }
 
 impl Drop for LockGuard {

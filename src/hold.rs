@@ -1,19 +1,21 @@
 //! A held node: its reentrant count, its status monitor, and its release.
 //!
-//! Every lock recipe ends in a [`Hold`] once its queue entry is admitted. The monitor task turns
-//! session states and the data watch on our own node into [`LockStatus`] changes.
+//! Every lock recipe ends in a [`Hold`] once its queue entry is admitted. Session states reach
+//! its [`LockStatus`] from the session's own task (a hold is a [`Listener`]: no task per hold);
+//! a hold with a data watch on its own node (revocable locks, elections) also has a small task
+//! that turns that watch's events into status changes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{oneshot, watch, OwnedMutexGuard};
-use zookeeper_client::{Client, Error as ZkError, SessionState};
+use zookeeper_client::{Client, Error as ZkError};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::queue::{delete_quietly, own_event, retry, Entry, Janitor, OwnEvent, PendingEvent};
-use crate::session::{Conn, ConnectionState, Session, SessionStatus};
+use crate::queue::{delete_quietly, retry, Entry, Janitor, OwnEvent, PendingEvent};
+use crate::session::{Conn, ConnectionState, Listener, Registration, Session, SessionStatus};
 use crate::status::{LockStatus, LossPolicy};
 
 /// How long release keeps retrying a delete across connection losses before it hands the delete
@@ -44,7 +46,13 @@ pub(crate) struct Hold {
     /// Other holds that must last as long as this one (a downgrade's write hold).
     companions: Mutex<Vec<crate::guard::LockGuard>>,
     status: watch::Sender<LockStatus>,
-    releasing: Arc<AtomicBool>,
+    /// A revocation was requested: the status to come back to after a suspension.
+    revoked: AtomicBool,
+    /// The release began: a loss from now on is not counted as one.
+    releasing: AtomicBool,
+    /// Our place among the session's listeners, left once released.
+    registration: Mutex<Option<Registration>>,
+    /// Stops the own-node watch task, when there is one.
     stop: Mutex<Option<oneshot::Sender<()>>>,
 }
 
@@ -59,8 +67,9 @@ impl std::fmt::Debug for Hold {
 }
 
 impl Hold {
-    /// Takes over an admitted entry and starts its monitor. `turn`, if any, is given back when
-    /// the last hold is released.
+    /// Takes over an admitted entry: joins the session's listeners and, when the entry has a
+    /// data watch on its node, starts the task that follows it. `turn`, if any, is given back
+    /// when the last hold is released.
     pub fn start(
         session: Session,
         entry: Entry,
@@ -74,14 +83,13 @@ impl Hold {
         let (conn, path, czxid, own, revoked) = entry.into_parts();
         let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         let (status, _) = watch::channel(first);
+        let shared = session.shared().clone();
         let (stop_tx, stop_rx) = oneshot::channel();
-        let releasing = Arc::new(AtomicBool::new(false));
-        let closing = session.states();
         let hold = Arc::new(Hold {
             _session: session,
-            conn: conn.clone(),
+            conn,
             root,
-            path: path.clone(),
+            path,
             czxid,
             policy,
             janitor: janitor.clone(),
@@ -89,13 +97,19 @@ impl Hold {
             reentrant,
             turn: Mutex::new(turn),
             companions: Mutex::new(Vec::new()),
-            labels: labels.clone(),
+            labels,
             acquired: Instant::now(),
-            status: status.clone(),
-            releasing: releasing.clone(),
-            stop: Mutex::new(Some(stop_tx)),
+            status,
+            revoked: AtomicBool::new(revoked),
+            releasing: AtomicBool::new(false),
+            registration: Mutex::new(None),
+            stop: Mutex::new(own.is_some().then_some(stop_tx)),
         });
-        tokio::spawn(monitor(conn.client, path, own, revoked, status, releasing, stop_rx, labels, closing));
+        let listener: std::sync::Weak<dyn Listener> = Arc::downgrade(&hold) as _;
+        *lock(&hold.registration) = Some(shared.listen(listener));
+        if let Some(own) = own {
+            tokio::spawn(watch_own(Arc::downgrade(&hold), own, stop_rx));
+        }
         hold
     }
 
@@ -138,10 +152,6 @@ impl Hold {
 
     pub fn fencing_token(&self) -> u64 {
         self.czxid as u64
-    }
-
-    pub fn janitor(&self) -> &Janitor {
-        &self.janitor
     }
 
     pub fn status(&self) -> watch::Receiver<LockStatus> {
@@ -205,7 +215,29 @@ impl Hold {
         let _ = status.wait_for(|s| self.policy.is_lost(*s)).await;
     }
 
-    /// Deletes the node after the last hold is released.
+    /// Deletes the node after the last hold is released: [`Hold::send_delete`], then
+    /// [`Hold::finish_delete`].
+    ///
+    /// # Errors
+    /// As [`Hold::finish_delete`].
+    pub async fn delete_node(self: &Arc<Self>) -> Result<()> {
+        let sent = self.send_delete();
+        self.finish_delete(sent).await
+    }
+
+    /// Sends the delete of our node now: any later request of this session (the next acquire's
+    /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`].
+    pub fn send_delete(self: &Arc<Self>) -> SentDelete {
+        if !self.releasing.swap(true, Ordering::SeqCst) {
+            self.labels.held(self.acquired.elapsed());
+        }
+        SentDelete {
+            was_lost: self.current_status() == LockStatus::Lost,
+            first: Box::pin(self.conn.client.delete(&self.path, None)),
+        }
+    }
+
+    /// Awaits the delete sent by [`Hold::send_delete`], retrying it across connection losses.
     ///
     /// Local state is already consistent when this runs (the count is 0, so the handle takes no
     /// more reentrant holds on it): a failure here never blocks a later acquire. On a
@@ -215,18 +247,20 @@ impl Hold {
     /// # Errors
     /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
-    pub async fn delete_node(self: &Arc<Self>) -> Result<()> {
-        if !self.releasing.swap(true, Ordering::SeqCst) {
-            self.labels.held(self.acquired.elapsed());
-        }
-        let was_lost = self.current_status() == LockStatus::Lost;
+    pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
+        let SentDelete { was_lost, first } = sent;
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
         // else deleted it.
+        let mut first = Some(first);
         let mut attempts = 0;
         let deleting = retry::on_connection_loss(|| {
             attempts += 1;
-            self.conn.client.delete(&self.path, None)
+            let resend: DeleteFuture = match first.take() {
+                Some(sent) => sent,
+                None => Box::pin(self.conn.client.delete(&self.path, None)),
+            };
+            resend
         });
         let outcome = tokio::time::timeout(release_patience(&self.conn.client), deleting).await;
         if matches!(
@@ -252,110 +286,200 @@ impl Hold {
                 Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() })
             }
         };
-        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(stop) = lock(&self.stop).take() {
             let _ = stop.send(());
         }
+        drop(lock(&self.registration).take());
         result
     }
 
-    /// Releases one hold in the background (a guard dropped without `release()`).
+    /// Moves the status to `to` (never away from `Lost`).
+    fn set_status(&self, to: LockStatus) {
+        self.status.send_if_modified(|cur| {
+            let changed = *cur != to && *cur != LockStatus::Lost;
+            if changed {
+                tracing::info!(node = %self.path, from = ?*cur, to = ?to, "lock status");
+                *cur = to;
+            }
+            changed
+        });
+    }
+
+    /// The hold is lost for good; counted once, unless it was being released.
+    fn lose(&self, cause: &'static str) {
+        if !self.releasing.load(Ordering::SeqCst) && self.current_status() != LockStatus::Lost {
+            self.labels.lost(cause);
+        }
+        self.set_status(LockStatus::Lost);
+    }
+
+    /// The status while connected: `Held`, or `RevocationRequested` once someone asked.
+    fn connected_status(&self) -> LockStatus {
+        if self.revoked.load(Ordering::SeqCst) {
+            LockStatus::RevocationRequested
+        } else {
+            LockStatus::Held
+        }
+    }
+
+    /// Releases one hold in the background (a guard dropped without `release()`). The delete
+    /// is sent before this returns, so the session's next request is ordered after it.
     pub fn release_in_background(self: &Arc<Self>) {
         if self.release_one() {
-            let hold = self.clone();
-            self.janitor.spawn("dropped guard", async move {
-                if let Err(e) = hold.delete_node().await {
-                    tracing::debug!(node = %hold.path, error = %e, "background release");
+            PendingRelease::new(self.clone()).detach("dropped guard");
+        }
+    }
+}
+
+/// A delete of a held node as the client returns it (sent already).
+type DeleteFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = std::result::Result<(), ZkError>> + Send>>;
+
+/// A delete sent by [`Hold::send_delete`], to be awaited by [`Hold::finish_delete`].
+pub(crate) struct SentDelete {
+    was_lost: bool,
+    first: DeleteFuture,
+}
+
+/// A release under way: the delete is sent at creation; if this is dropped before
+/// [`PendingRelease::finish`] completes, the rest goes on in the background (tracked by the
+/// janitor). No task is spawned when it completes in place.
+pub(crate) struct PendingRelease {
+    hold: Arc<Hold>,
+    sent: Option<SentDelete>,
+}
+
+impl PendingRelease {
+    /// Sends the delete of `hold`'s node.
+    pub fn new(hold: Arc<Hold>) -> PendingRelease {
+        let sent = hold.send_delete();
+        PendingRelease { hold, sent: Some(sent) }
+    }
+
+    /// Awaits the delete.
+    ///
+    /// # Errors
+    /// As [`Hold::finish_delete`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropped before completion, the delete completes in the background.
+    pub async fn finish(mut self) -> Result<()> {
+        let Some(sent) = self.sent.take() else { return Ok(()) };
+        let hold = self.hold.clone();
+        let mut resume = ResumeOnDrop { hold: Some(hold.clone()) };
+        let result = hold.finish_delete(sent).await;
+        resume.hold = None;
+        result
+    }
+
+    /// Leaves the delete to the background.
+    pub fn detach(mut self, what: &'static str) {
+        if let Some(sent) = self.sent.take() {
+            spawn_finish(self.hold.clone(), sent, what);
+        }
+    }
+}
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            spawn_finish(self.hold.clone(), sent, "release");
+        }
+    }
+}
+
+/// While a release's delete is awaited in place: if dropped first (the caller was cancelled),
+/// the delete is sent again in the background (a delete of a node we may have deleted already
+/// is harmless: its `NoNode` is ignored).
+struct ResumeOnDrop {
+    hold: Option<Arc<Hold>>,
+}
+
+impl Drop for ResumeOnDrop {
+    fn drop(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            let (conn, path) = (hold.conn.clone(), hold.path.clone());
+            hold.janitor.clone().spawn("cancelled release", async move {
+                delete_quietly(&conn, &path).await;
+                if let Some(stop) = lock(&hold.stop).take() {
+                    let _ = stop.send(());
                 }
+                drop(lock(&hold.registration).take());
             });
         }
     }
 }
 
+fn spawn_finish(hold: Arc<Hold>, sent: SentDelete, what: &'static str) {
+    hold.janitor.clone().spawn(what, async move {
+        if let Err(e) = hold.finish_delete(sent).await {
+            tracing::debug!(node = %hold.path, error = %e, "background release");
+        }
+    });
+}
+
 /// The data a revoker writes into a holder's node (Curator's `RevocationSpec` value).
 pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 
-/// Maps session states and own-node events to status changes until released or lost.
-#[allow(clippy::too_many_arguments)] // one call site, each argument a distinct piece of the hold
-async fn monitor(
-    client: Client,
-    path: String,
-    mut own: Option<PendingEvent>,
-    mut revoked: bool,
-    status: watch::Sender<LockStatus>,
-    releasing: Arc<AtomicBool>,
-    mut stop: oneshot::Receiver<()>,
-    labels: crate::metrics::Labels,
-    mut closing: watch::Receiver<SessionStatus>,
-) {
-    let mut states = client.state_watcher();
-    let set = |s: LockStatus| {
-        status.send_if_modified(|cur| {
-            let changed = *cur != s && *cur != LockStatus::Lost;
-            if changed {
-                tracing::info!(node = %path, from = ?*cur, to = ?s, "lock status");
-                *cur = s;
+impl Listener for Hold {
+    fn session_changed(&self, status: SessionStatus) {
+        let ours = self.conn.generation;
+        match status.state {
+            // A status of an earlier generation is stale news (read before our session's
+            // `Connected` was published); it says nothing about this hold.
+            _ if status.generation < ours => {}
+            ConnectionState::Closed => self.lose("session_closed"),
+            // A later generation means ours expired.
+            _ if status.generation > ours => self.lose("session_expired"),
+            ConnectionState::Lost => self.lose("session_expired"),
+            ConnectionState::Suspended => self.set_status(LockStatus::Suspended),
+            ConnectionState::Connected | ConnectionState::Reconnected => {
+                self.set_status(self.connected_status())
             }
-            changed
-        });
-    };
-    let lose = |cause: &'static str| {
-        if !releasing.load(Ordering::SeqCst) && *status.borrow() != LockStatus::Lost {
-            labels.lost(cause);
         }
-        set(LockStatus::Lost);
-    };
-    let mut state = states.peek_state();
+    }
+}
+
+/// Follows the data watch on a held node until released or lost: its deletion by someone else
+/// loses the hold, `__REVOKE__` in its data is a revocation request.
+async fn watch_own(hold: std::sync::Weak<Hold>, mut own: PendingEvent, mut stop: oneshot::Receiver<()>) {
     loop {
-        let connected = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
-        match state {
-            SessionState::Disconnected => set(LockStatus::Suspended),
-            SessionState::SyncConnected | SessionState::ConnectedReadOnly => set(connected),
-            SessionState::Expired | SessionState::Closed | SessionState::AuthFailed => {
-                lose("session_expired");
-                return;
-            }
-        }
-        tokio::select! {
+        let event = tokio::select! {
             _ = &mut stop => break,
-            next = states.changed() => state = next,
-            // `Session::close` deleted our node (the client itself may live on in clones).
-            _ = async { closing.wait_for(|s| s.state == ConnectionState::Closed).await.map(|_| ()) } => {
-                lose("session_closed");
-                return;
-            }
-            event = own_event(&mut own) => {
-                let released = releasing.load(Ordering::SeqCst);
-                match event {
-                    OwnEvent::Deleted if released => return,
-                    OwnEvent::Deleted => {
-                        lose("node_deleted");
-                        return;
-                    }
-                    OwnEvent::Session(_) => {
-                        lose("session_expired");
-                        return;
-                    }
-                    // The data changed: a revocation request, or something else. Re-arm and look.
-                    OwnEvent::Changed => match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
-                        Ok((data, _, watcher)) => {
-                            own = Some(Box::pin(async move { watcher.changed().await.into() }));
-                            if data == REVOKE && !revoked {
-                                revoked = true;
-                                tracing::info!(node = %path, "revocation requested");
+            event = &mut own => event,
+        };
+        let Some(hold) = hold.upgrade() else { return };
+        let released = hold.releasing.load(Ordering::SeqCst);
+        match event {
+            OwnEvent::Deleted if released => return,
+            OwnEvent::Deleted => return hold.lose("node_deleted"),
+            // The session ended: the session's task tells the hold.
+            OwnEvent::Session(_) => return,
+            // The data changed: a revocation request, or something else. Re-arm and look.
+            OwnEvent::Changed => {
+                let client = hold.conn.client.clone();
+                match retry::on_connection_loss(|| client.get_and_watch_data(&hold.path)).await {
+                    Ok((data, _, watcher)) => {
+                        own = Box::pin(async move { watcher.changed().await.into() });
+                        if data == REVOKE && !hold.revoked.swap(true, Ordering::SeqCst) {
+                            tracing::info!(node = %hold.path, "revocation requested");
+                            if hold.current_status() == LockStatus::Held {
+                                hold.set_status(LockStatus::RevocationRequested);
                             }
                         }
-                        Err(_) if released => return,
-                        Err(_) => {
-                            lose("node_deleted");
-                            return;
-                        }
-                    },
+                    }
+                    Err(_) if hold.releasing.load(Ordering::SeqCst) => return,
+                    // The session's task reports a session that ended.
+                    Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => return,
+                    Err(_) => return hold.lose("node_deleted"),
                 }
             }
         }
     }
     // Released: let our own delete consume the watch rather than removing it with a request.
-    if let Some(event) = own {
-        let _ = tokio::time::timeout(Duration::from_secs(2), event).await;
-    }
+    let _ = tokio::time::timeout(Duration::from_secs(2), own).await;
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -30,6 +30,16 @@ use zk_testcluster::{ClusterConfig, ZkCluster};
 
 /// The lock peers, in the report's order.
 const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo];
+/// The peers of the scenarios where one contender cycles on its own (uncontended, many locks,
+/// per-order locks): there, how a release is confirmed is on the critical path, so zk-recipes
+/// also runs with the guard dropped (a background delete, as `LockClient`'s release).
+const CYCLE_PEERS: [Peer; 5] =
+    [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Kazoo];
+/// The scenarios `--only` can pick.
+const SCENARIOS: [&str; 7] =
+    ["uncontended", "contended", "many-locks", "per-order", "semaphore", "scale", "ensemble"];
+/// The peers `--peers` can pick (their short names).
+const PEER_NAMES: [&str; 6] = ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
 /// The peers of the 3-node ensemble scenarios.
 const ENSEMBLE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator];
 /// How often the servers' container reaper looks for empty containers (ZooKeeper's default is a
@@ -66,6 +76,13 @@ struct Args {
     /// Never run scripts/ensure-peers to install a missing peer; only say what to run.
     #[arg(long)]
     no_install: bool,
+    /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
+    /// semaphore, scale, ensemble. The raw write round trip is always measured.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    only: Vec<String>,
+    /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
+    peers: Vec<String>,
     #[command(subcommand)]
     child: Option<ChildCommand>,
 }
@@ -98,6 +115,8 @@ pub struct Plan {
     pub scale_waiters: usize,
     pub peers: Vec<Peer>,
     pub skipped: Skipped,
+    /// The scenarios to run (all of [`SCENARIOS`] unless `--only`).
+    pub only: Vec<String>,
 }
 
 /// One step of the run, in order.
@@ -118,6 +137,10 @@ enum Step {
 }
 
 impl Plan {
+    fn runs(&self, scenario: &str) -> bool {
+        self.only.iter().any(|s| s == scenario)
+    }
+
     fn steps(&self) -> Vec<Step> {
         let has = |p: &Peer| self.peers.contains(p);
         // Warm-ups steady the numbers; a smoke test (--quick) needs none.
@@ -126,16 +149,29 @@ impl Plan {
             LOCK_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::Warmup(p)).collect();
         steps.push(Step::RawWrite);
         for r in 0..self.repeats {
-            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
-            for &n in &self.ns {
+            if self.runs("uncontended") {
+                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
+            }
+            for &n in self.ns.iter().filter(|_| self.runs("contended")) {
                 let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
                 steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
             }
-            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
-            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
-            steps.push(Step::Semaphore(r));
+            if self.runs("many-locks") {
+                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
+            }
+            if self.runs("per-order") {
+                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
+            }
+            if self.runs("semaphore") && has(&Peer::ZkRecipes) {
+                steps.push(Step::Semaphore(r));
+            }
         }
-        steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
+        if self.runs("scale") {
+            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
+        }
+        if !self.runs("ensemble") {
+            return steps;
+        }
         steps.push(Step::EnsembleStart);
         steps.extend(ENSEMBLE_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::EnsembleWarmup(p)));
         for r in 0..self.repeats {
@@ -407,7 +443,10 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         if r.rate.is_nan() || r.rate <= 0.0 {
             problems.push(format!("{} {} N={}: no numbers", r.scenario, r.peer.name(), r.n));
         }
-        if r.scenario == "per-order" && r.peer == Peer::ZkRecipes && r.left_after_reaper > 0.0 {
+        if r.scenario == "per-order"
+            && matches!(r.peer, Peer::ZkRecipes | Peer::ZkRecipesDrop)
+            && r.left_after_reaper > 0.0
+        {
             problems.push(format!(
                 "per-order {}: {} nodes left after the container reaper",
                 r.peer.name(),
@@ -443,7 +482,8 @@ type Skipped = Vec<(Peer, String)>;
 /// The process peers that can run, installing missing ones through `scripts/ensure-peers` where
 /// that works. `Err` is the one line to print when a peer is missing and not to be skipped.
 fn available_peers(args: &Args) -> Result<(Vec<Peer>, Skipped), String> {
-    let process_peers = [Peer::Curator, Peer::Kazoo];
+    let wanted = |p: &Peer| args.peers.is_empty() || args.peers.iter().any(|n| n == p.short());
+    let process_peers: Vec<Peer> = [Peer::Curator, Peer::Kazoo].into_iter().filter(wanted).collect();
     let mut missing: Vec<(Peer, String)> =
         process_peers.iter().filter_map(|&p| setup::missing(p).map(|why| (p, why))).collect();
     let script = setup::ensure_peers_script();
@@ -457,7 +497,7 @@ fn available_peers(args: &Args) -> Result<(Vec<Peer>, Skipped), String> {
         }
     }
     // Compile the Curator driver now, so that a failure is a reason rather than a panic later.
-    if !missing.iter().any(|(p, _)| *p == Peer::Curator) {
+    if wanted(&Peer::Curator) && !missing.iter().any(|(p, _)| *p == Peer::Curator) {
         if let Err(why) = setup::compile_curator() {
             missing.push((Peer::Curator, why));
         }
@@ -478,10 +518,12 @@ fn available_peers(args: &Args) -> Result<(Vec<Peer>, Skipped), String> {
     for (p, why) in &skipped {
         eprintln!("zk-bench: skipping {}: {why}", p.name());
     }
-    let peers = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo, Peer::Naive]
-        .into_iter()
-        .filter(|p| !skipped.iter().any(|(s, _)| s == p))
-        .collect();
+    let peers =
+        [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Kazoo, Peer::Naive]
+            .into_iter()
+            .filter(wanted)
+            .filter(|p| !skipped.iter().any(|(s, _)| s == p))
+            .collect();
     Ok((peers, skipped))
 }
 
@@ -523,6 +565,11 @@ fn main() {
         scale_waiters: if quick { 128 } else { 1024 },
         peers,
         skipped,
+        only: if args.only.is_empty() {
+            SCENARIOS.iter().map(|s| s.to_string()).collect()
+        } else {
+            args.only.clone()
+        },
     };
     let out = args.out.clone().unwrap_or_else(|| peers_target().join("bench-report"));
     match runtime.block_on(run(plan, out)) {

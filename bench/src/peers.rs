@@ -28,6 +28,9 @@ const SESSION_MS: &str = "20000";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Peer {
     ZkRecipes,
+    /// zk-recipes with the guard dropped instead of `release().await`: the delete is sent at
+    /// once and confirmed in the background, as `LockClient`'s release (its only one).
+    ZkRecipesDrop,
     LockClient,
     Curator,
     Kazoo,
@@ -40,6 +43,7 @@ impl Peer {
     pub fn name(self) -> &'static str {
         match self {
             Peer::ZkRecipes => "zk-recipes",
+            Peer::ZkRecipesDrop => "zk-recipes, guard dropped",
             Peer::LockClient => "zookeeper-client LockClient",
             Peer::Curator => "Curator 5.4",
             Peer::Kazoo => "kazoo 2.8",
@@ -50,6 +54,7 @@ impl Peer {
     pub fn short(self) -> &'static str {
         match self {
             Peer::ZkRecipes => "zk-recipes",
+            Peer::ZkRecipesDrop => "zk-recipes-drop",
             Peer::LockClient => "lockclient",
             Peer::Curator => "curator",
             Peer::Kazoo => "kazoo",
@@ -93,7 +98,7 @@ enum Session {
 
 async fn session_for(peer: Peer, connect: &str) -> Result<Session, String> {
     Ok(match peer {
-        Peer::ZkRecipes => Session::Ours(ours::connect(connect, SESSION).await?),
+        Peer::ZkRecipes | Peer::ZkRecipesDrop => Session::Ours(ours::connect(connect, SESSION).await?),
         _ => Session::Raw(raw_connect(connect).await?),
     })
 }
@@ -130,7 +135,11 @@ async fn contender(
                 let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
                 let acquired = now_ns();
                 holds.push((acquired, now_ns()));
-                guard.release().await.map_err(|e| e.to_string())?;
+                if peer == Peer::ZkRecipesDrop {
+                    drop(guard); // its release: the delete is sent now, confirmed in the background
+                } else {
+                    guard.release().await.map_err(|e| e.to_string())?;
+                }
             }
             mutex.settled().await;
         }
@@ -308,6 +317,9 @@ pub async fn cycle_locks(
     prefix: &str,
 ) -> Result<Cycles, String> {
     let connect = zk.connect_string();
+    if locks != FRESH {
+        precreate(&connect, prefix, locks).await?;
+    }
     if matches!(peer, Peer::Curator | Peer::Kazoo) {
         let (l, t, s) = (locks.to_string(), tasks.to_string(), secs.to_string());
         let mut d = driver(peer, &["many", &connect, prefix, &l, &t, &s, SESSION_MS])?;
@@ -345,12 +357,12 @@ pub async fn cycle_locks(
                     Ok(h) => {
                         // A handle per acquisition: handles on one session still exclude each other.
                         let m = ours::mutex(h, &path)?;
-                        m.acquire()
-                            .await
-                            .map_err(|e| e.to_string())?
-                            .release()
-                            .await
-                            .map_err(|e| e.to_string())?;
+                        let guard = m.acquire().await.map_err(|e| e.to_string())?;
+                        if peer == Peer::ZkRecipesDrop {
+                            drop(guard);
+                        } else {
+                            guard.release().await.map_err(|e| e.to_string())?;
+                        }
                     }
                     Err(client) => {
                         lockclient_cycle(client, &path).await?;
@@ -369,6 +381,28 @@ pub async fn cycle_locks(
     let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
     let packets = packets(zk).await? - before;
     Ok(Cycles { count: count.load(Ordering::Relaxed), secs, packets, cpu_ns })
+}
+
+/// Creates the lock paths `{prefix}/l{i}`, `i < locks`, as PERSISTENT nodes: many long-lived
+/// locks have paths that exist. (As CONTAINER parents, the servers' fast container reaper
+/// would delete the idle ones between uses, and the scenario would measure parent creation,
+/// which is the per-order scenario's subject.)
+async fn precreate(connect: &str, prefix: &str, locks: usize) -> Result<(), String> {
+    let probe = raw_connect(connect).await?;
+    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    probe.mkdir(prefix, &persistent).await.map_err(|e| format!("mkdir {prefix}: {e}"))?;
+    for chunk in (0..locks).collect::<Vec<_>>().chunks(100) {
+        // Sent back to back, a hundred at a time.
+        let paths: Vec<String> = chunk.iter().map(|i| format!("{prefix}/l{i}")).collect();
+        let creates: Vec<_> = paths.iter().map(|p| probe.create(p, b"", &persistent)).collect();
+        for (create, path) in creates.into_iter().zip(&paths) {
+            match create.await {
+                Ok(_) | Err(ZkError::NodeExists) => {}
+                Err(e) => return Err(format!("create {path}: {e}")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Nodes in the subtree at `root`, `root` included; 0 when it does not exist.

@@ -234,6 +234,7 @@ pub fn plot(
 fn color_of(peer: Peer) -> RGBColor {
     match peer {
         Peer::ZkRecipes => RGBColor(214, 39, 40),
+        Peer::ZkRecipesDrop => RGBColor(255, 127, 14),
         Peer::LockClient => RGBColor(31, 119, 180),
         Peer::Curator => RGBColor(44, 160, 44),
         Peer::Kazoo => RGBColor(148, 103, 189),

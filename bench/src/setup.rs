@@ -44,7 +44,7 @@ pub fn missing(peer: Peer) -> Option<String> {
                 None
             }
         }
-        Peer::ZkRecipes | Peer::LockClient | Peer::Naive => None,
+        Peer::ZkRecipes | Peer::ZkRecipesDrop | Peer::LockClient | Peer::Naive => None,
     }
 }
 

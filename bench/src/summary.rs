@@ -204,8 +204,10 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     );
 
     let _ = writeln!(s, "\n### Ratios: zk-recipes ÷ each peer (operations per second, medians)\n");
-    let others: Vec<Peer> =
-        columns(groups).into_iter().filter(|p| !matches!(p, Peer::ZkRecipes | Peer::Naive)).collect();
+    let others: Vec<Peer> = columns(groups)
+        .into_iter()
+        .filter(|p| !matches!(p, Peer::ZkRecipes | Peer::ZkRecipesDrop | Peer::Naive))
+        .collect();
     let _ = write!(s, "| scenario |");
     for p in &others {
         let _ = write!(s, " ÷ {} |", p.name());
@@ -304,6 +306,15 @@ fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
             verdict(a / b >= 1.2)
         );
     }
+    let dropped = |sc: &str, n: usize| groups.median(sc, n, Peer::ZkRecipesDrop, |r| r.rate);
+    if let (Some(a), Some(b)) = (dropped("uncontended", 1), lc("uncontended", 1)) {
+        let _ = writeln!(
+            s,
+            "- the same, guard dropped (a background delete, as LockClient's release): {:.2}× — {}",
+            a / b,
+            verdict(a / b >= 1.2)
+        );
+    }
     if let Some(p) = ours("uncontended", 1, |r| r.packets_per_op) {
         let _ = writeln!(s, "- packets per uncontended cycle ≤ 6: {p:.1} — {}", verdict(p <= 6.05));
     }
@@ -347,6 +358,9 @@ fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
         (ours("many-locks", plan.many_tasks, |r| r.rate), lc("many-locks", plan.many_tasks))
     {
         let _ = writeln!(s, "- many locks ≥ 1.2× LockClient: {:.2}× — {}", a / b, verdict(a / b >= 1.2));
+    }
+    if let (Some(a), Some(b)) = (dropped("many-locks", plan.many_tasks), lc("many-locks", plan.many_tasks)) {
+        let _ = writeln!(s, "- the same, guards dropped: {:.2}× — {}", a / b, verdict(a / b >= 1.2));
     }
     if let Some(left) = ours("per-order", plan.order_tasks, |r| r.left_after_reaper) {
         let _ = writeln!(

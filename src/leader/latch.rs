@@ -305,7 +305,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
                 _ = status.changed() => {}
             }
         }
-        // Lost: stop the monitor (the node is gone or goes with the session).
+        // Lost: release our part (the node is gone or goes with the session).
         let _ = hold.delete_node().await;
         if inner.queue.session.is_closed() {
             return Err(Error::SessionClosed);

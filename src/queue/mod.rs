@@ -7,14 +7,18 @@
 //! Costs, per acquisition:
 //! * the create and the first listing are pipelined (sent back to back; ZooKeeper answers a
 //!   session's requests in order, so the listing includes our node): one round trip;
-//! * the data watch on our own node (to learn of deletion by someone else, or of a revocation
-//!   request) is sent as soon as the create returns, without waiting for it;
+//! * when the session's recent joins found their parent missing (see [`ParentHint`]), the create
+//!   goes alone, and after a missing parent the parent's create, ours and the listing go back to
+//!   back;
+//! * elections and revocable locks send a data watch on our own node (to learn of deletion by
+//!   someone else, or of a revocation request) as soon as the create returns, without waiting;
 //! * a waiter watches one node with a data watch, never the parent's children (no herd);
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
 //!   us the head (sequence numbers only grow), so we proceed without listing again.
 
 mod entry;
 mod janitor;
+mod parent_hint;
 pub(crate) mod retry;
 mod stats;
 
@@ -24,6 +28,7 @@ use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, Sessi
 
 pub(crate) use self::entry::{delete_quietly, Entry, OwnEvent, PendingCreate, PendingEvent};
 pub(crate) use self::janitor::Janitor;
+pub(crate) use self::parent_hint::ParentHint;
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
 use crate::error::{Error, Result};
@@ -171,8 +176,14 @@ impl Queue {
         }
     }
 
+    /// How lock parents are created: CONTAINER nodes (reaped by the server once empty) with the
+    /// queue's ACLs.
+    fn parent_options(&self) -> zookeeper_client::CreateOptions<'_> {
+        CreateMode::Container.with_acls(Acls::new(&self.acls))
+    }
+
     async fn make_parents(&self, conn: &Conn) -> Result<()> {
-        let options = CreateMode::Container.with_acls(Acls::new(&self.acls));
+        let options = self.parent_options();
         let root = self.root.as_str();
         let Some(data) = &self.root_data else {
             return retry::on_connection_loss(|| conn.client.mkdir(root, &options))
@@ -232,15 +243,34 @@ impl Queue {
         let create_path = self.root.child(&node_prefix);
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
+        let hint = &self.session.shared().parent_hint;
         let mut parent_races = 0;
+        // See `ParentHint`: alone when the parent is probably missing, else with the listing.
+        let mut alone = hint.expect_missing();
+        // After a missing parent: the parent's create goes out just before ours.
+        let mut parent_first = false;
         loop {
+            let parent = parent_first.then(|| client.create(self.root.as_str(), &[], &self.parent_options()));
             self.counters.bump(Count::Create);
-            self.counters.bump(Count::Listing);
             let sent = std::time::Instant::now();
             let create = client.create(&create_path, data, &options);
             // Pipelined: sent now, answered after the create.
-            let listing = client.list_children(self.root.as_str());
-            match create.await {
+            let listing = (!alone).then(|| client.list_children(self.root.as_str()));
+            let mut grandparent_missing = false;
+            if let Some(parent) = parent {
+                match parent.await {
+                    Ok(_) | Err(ZkError::NodeExists) => {}
+                    Err(ZkError::NoNode) => grandparent_missing = true,
+                    // Ours fails with it; its own error (or a retry) follows.
+                    Err(e) if crate::error::is_connection_loss(&e) => {}
+                    Err(e) => return Err(Error::from_zk("create parents", self.root.as_str(), e)),
+                }
+            }
+            let created = create.await;
+            if parent_races == 0 && !parent_first {
+                hint.note(matches!(created, Err(ZkError::NoNode)));
+            }
+            match created {
                 Ok((stat, seq)) => {
                     conn.note_contact(sent);
                     let mut entry = Entry::new(
@@ -254,19 +284,31 @@ impl Queue {
                     entry.data = data.to_vec();
                     pending.disarm();
                     if self.watch_own {
-                        // Pipelined, not awaited: the holder's monitor (or the wait) takes it over.
+                        // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
                         entry.own_event = Some(entry::watch_own_node(client, &entry.path));
                     }
-                    let children = match listing.await {
-                        Ok(children) => children,
-                        Err(_) => self.list_on(conn).await?,
+                    let children = match listing {
+                        Some(listing) => match listing.await {
+                            Ok(children) => {
+                                self.counters.bump(Count::Listing);
+                                children
+                            }
+                            Err(_) => self.list_on(conn).await?,
+                        },
+                        None => self.list_on(conn).await?,
                     };
                     return Ok((entry, children));
                 }
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
                     drop(listing);
                     parent_races += 1;
-                    self.make_parents(conn).await?;
+                    alone = false;
+                    if self.root_data.is_some() || grandparent_missing {
+                        self.make_parents(conn).await?;
+                        parent_first = false;
+                    } else {
+                        parent_first = true;
+                    }
                 }
                 Err(e) if crate::error::is_connection_loss(&e) => {
                     drop(listing);

@@ -7,6 +7,7 @@
 //! across new sessions by themselves.
 
 mod conn;
+mod listeners;
 mod state;
 mod supervisor;
 
@@ -18,6 +19,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 pub(crate) use self::conn::Conn;
+pub(crate) use self::listeners::{Listener, Registration};
 pub use self::state::{ConnectionState, SessionStatus};
 use crate::connect::{open_client, ConnectOptions};
 use crate::error::{Error, Result};
@@ -88,6 +90,10 @@ pub(crate) struct Shared {
     timeout_ms: AtomicU64,
     /// Our live ephemeral nodes (paths), deleted at once on close.
     nodes: Mutex<std::collections::HashSet<String>>,
+    /// Holds told of every state change (see [`Listener`]).
+    listeners: listeners::ListenerList,
+    /// Whether recent joins found their lock's parent missing.
+    pub(crate) parent_hint: crate::queue::ParentHint,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -145,6 +151,8 @@ impl Session {
             contacts: watch::channel(None).0,
             timeout_ms: AtomicU64::new(0),
             nodes: Mutex::default(),
+            listeners: Mutex::default(),
+            parent_hint: Default::default(),
             supervisor: Mutex::new(None),
         });
         let conn = shared.install(client, 1);
@@ -358,12 +366,13 @@ impl Shared {
         lock(&self.nodes).remove(path);
     }
 
-    /// Publishes a state change (to the channel and to the event stream).
+    /// Publishes a state change (to the channel, the event stream and the listeners).
     fn publish(&self, state: ConnectionState, generation: u64) {
         let status = SessionStatus { state, generation };
         tracing::info!(connect = %self.connect, ?state, generation, "session state");
         crate::metrics::session(state, generation);
         self.status.send_replace(status);
+        self.tell_listeners(status);
         let _ = self.events.send(status);
     }
 

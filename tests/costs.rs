@@ -1,0 +1,92 @@
+//! What an acquisition costs: tasks in the client, requests to the server, and the order of a
+//! release's delete against the session's next request. Counts, never timings.
+
+mod common;
+
+use common::*;
+use zk_recipes::{InterProcessMutex, LockStatus};
+
+/// Session states reach holds from the session's one task: holding many locks adds no task per
+/// hold (it did: each hold spawned a monitor task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holding_many_locks_costs_no_task_per_hold() {
+    const LOCKS: usize = 50;
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let runtime = tokio::runtime::Handle::current().metrics();
+    let before = runtime.num_alive_tasks();
+    let mut guards = Vec::new();
+    for i in 0..LOCKS {
+        let mutex = InterProcessMutex::new(&s, &format!("/locks/costs/l{i}")).unwrap();
+        guards.push(mutex.acquire().await.unwrap());
+    }
+    let during = runtime.num_alive_tasks();
+    assert!(during < before + LOCKS / 10, "{LOCKS} holds took {} tasks", during - before);
+    assert!(guards.iter().all(|g| g.current_status() == LockStatus::Held));
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
+
+/// A dropped guard's delete is sent before `drop` returns, so the session's next acquire (sent
+/// after it, answered in order) finds the lock free at once. On a single-threaded runtime a
+/// delete left to a spawned task goes out after the next acquire's create and listing: that
+/// acquire then finds the old node ahead of it and has to wait for it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_dropped_guard_deletes_before_the_next_acquire() {
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let mutex = InterProcessMutex::new(&s, "/locks/drop-order").unwrap();
+    for _ in 0..5 {
+        let guard = mutex.acquire().await.unwrap();
+        drop(guard);
+    }
+    let last = mutex.acquire().await.unwrap();
+    let stats = mutex.stats();
+    assert_eq!(stats.listings, 6, "one listing per acquire: {stats:?}");
+    assert_eq!(stats.wakeups + stats.relists_saved, 0, "an acquire waited for our own old node: {stats:?}");
+    last.release().await.unwrap();
+    mutex.settled().await;
+    assert!(children(&client(&zk.connect_string()).await, "/locks/drop-order").await.is_empty());
+    s.close().await;
+}
+
+/// Server packets (both directions) so far.
+async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
+    zk.mntr(0).await.expect("mntr").packets()
+}
+
+/// One lock per order id: every acquisition on a path whose parent does not exist yet. Once the
+/// session has seen that its joins meet missing parents, a cycle costs what LockClient's does,
+/// 10 packets: the create that finds the parent missing, the parent's create, ours, the listing
+/// and the delete. (Sending the listing with the first create, as joins on existing paths do,
+/// wastes a listing that fails with the create: 12.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_lock_paths_cost_ten_packets_per_cycle() {
+    const CYCLES: i64 = 20;
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let mut order = 0;
+    let cycle = |order: &mut usize| {
+        *order += 1;
+        let mutex = InterProcessMutex::new(&s, &format!("/orders/o{order}")).unwrap();
+        async move { mutex.acquire().await.unwrap().release().await.unwrap() }
+    };
+    // The first few teach the session that parents are missing.
+    for _ in 0..8 {
+        cycle(&mut order).await;
+    }
+    let before = packets(&zk).await;
+    for _ in 0..CYCLES {
+        cycle(&mut order).await;
+    }
+    let used = packets(&zk).await - before;
+    // Slack for the session's heartbeat and the `mntr` request itself.
+    assert!(
+        used <= CYCLES * 10 + 8,
+        "{used} packets for {CYCLES} cycles ({} each)",
+        used as f64 / CYCLES as f64
+    );
+    s.close().await;
+}
