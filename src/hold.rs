@@ -84,7 +84,6 @@ impl Hold {
         let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         let (status, _) = watch::channel(first);
         let shared = session.shared().clone();
-        let (stop_tx, stop_rx) = oneshot::channel();
         let hold = Arc::new(Hold {
             _session: session,
             conn,
@@ -103,11 +102,13 @@ impl Hold {
             revoked: AtomicBool::new(revoked),
             releasing: AtomicBool::new(false),
             registration: Mutex::new(None),
-            stop: Mutex::new(own.is_some().then_some(stop_tx)),
+            stop: Mutex::new(None),
         });
         let listener: std::sync::Weak<dyn Listener> = Arc::downgrade(&hold) as _;
         *lock(&hold.registration) = Some(shared.listen(listener));
         if let Some(own) = own {
+            let (stop_tx, stop_rx) = oneshot::channel();
+            *lock(&hold.stop) = Some(stop_tx);
             tokio::spawn(watch_own(Arc::downgrade(&hold), own, stop_rx));
         }
         hold

@@ -20,50 +20,62 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use metrics::Label;
+
 use crate::session::ConnectionState;
 
-/// The labels of one recipe handle.
+/// The labels of one recipe handle, built once: recording a metric costs one small vector,
+/// whether or not a recorder is installed.
 #[derive(Clone, Debug)]
 pub(crate) struct Labels {
-    pub recipe: &'static str,
-    pub role: Arc<str>,
+    /// `recipe` and `role`.
+    base: Arc<[Label]>,
 }
 
 impl Labels {
     pub fn new(recipe: &'static str, role: Option<&Arc<str>>) -> Labels {
-        Labels { recipe, role: role.cloned().unwrap_or_else(|| Arc::from("default")) }
+        let role = match role {
+            Some(role) => Label::new("role", role.clone()),
+            None => Label::from_static_parts("role", "default"),
+        };
+        Labels { base: Arc::new([Label::from_static_parts("recipe", recipe), role]) }
     }
 
-    fn pairs(&self) -> [(&'static str, String); 2] {
-        [("recipe", self.recipe.to_string()), ("role", self.role.to_string())]
+    /// The base labels, then `extra` when given.
+    fn with(&self, extra: Option<Label>) -> Vec<Label> {
+        let mut labels = Vec::with_capacity(self.base.len() + 1);
+        labels.extend_from_slice(&self.base);
+        labels.extend(extra);
+        labels
     }
 
     /// An acquire ended: `outcome` is `acquired`, `busy`, `timeout`, `cancelled` or `error`.
     pub fn acquire_ended(&self, outcome: &'static str, waited: Duration) {
-        let [recipe, role] = self.pairs();
         metrics::counter!(
             "zk_recipes_acquires_total",
-            &[recipe.clone(), role.clone(), ("outcome", outcome.to_string())]
+            self.with(Some(Label::from_static_parts("outcome", outcome)))
         )
         .increment(1);
         if outcome == "acquired" {
-            metrics::histogram!("zk_recipes_acquire_wait_seconds", &[recipe, role])
+            metrics::histogram!("zk_recipes_acquire_wait_seconds", self.with(None))
                 .record(waited.as_secs_f64());
         }
     }
 
     pub fn queue_length(&self, length: usize) {
-        metrics::histogram!("zk_recipes_queue_length_at_join", &self.pairs()).record(length as f64);
+        metrics::histogram!("zk_recipes_queue_length_at_join", self.with(None)).record(length as f64);
     }
 
     pub fn held(&self, held: Duration) {
-        metrics::histogram!("zk_recipes_hold_seconds", &self.pairs()).record(held.as_secs_f64());
+        metrics::histogram!("zk_recipes_hold_seconds", self.with(None)).record(held.as_secs_f64());
     }
 
     pub fn lost(&self, cause: &'static str) {
-        let [recipe, role] = self.pairs();
-        metrics::counter!("zk_recipes_holds_lost_total", &[recipe, role, ("cause", cause.to_string())])
-            .increment(1);
+        metrics::counter!(
+            "zk_recipes_holds_lost_total",
+            self.with(Some(Label::from_static_parts("cause", cause)))
+        )
+        .increment(1);
     }
 }
 

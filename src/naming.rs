@@ -106,13 +106,27 @@ impl NameScheme {
     /// A fresh protection prefix for one create attempt: `_c_<uuid>-` (Curator) or
     /// `<32-hex uuid>` (kazoo).
     pub fn new_protection(&self) -> String {
+        let id = protection_id();
+        let mut buf = uuid::Uuid::encode_buffer();
         match self.format {
-            NodeFormat::Curator => format!("_c_{}-", uuid::Uuid::new_v4().hyphenated()),
-            NodeFormat::Kazoo => uuid::Uuid::new_v4().simple().to_string(),
+            NodeFormat::Curator => {
+                let mut protection = String::with_capacity(3 + uuid::fmt::Hyphenated::LENGTH + 1);
+                protection.push_str("_c_");
+                protection.push_str(id.hyphenated().encode_lower(&mut buf));
+                protection.push('-');
+                protection
+            }
+            NodeFormat::Kazoo => id.simple().encode_lower(&mut buf).to_string(),
         }
     }
 
     /// The first child made by the other format, if any: sharing a path with it is unsafe.
+    ///
+    /// A child that [`NameScheme::parse`] accepts is never the other format's (its name ends
+    /// with one of our markers and a sequence, which no marker of the other format does), so a
+    /// listing needs this check only for the children that do not parse; the queue engine relies
+    /// on that (property-tested).
+    #[cfg(test)]
     pub fn conflicting<'a>(&self, children: &'a [String]) -> Option<&'a String> {
         children.iter().find(|c| NodeFormat::detect(c).is_some_and(|f| f != self.format))
     }
@@ -129,6 +143,21 @@ impl NameScheme {
         let seq = parse_sequence(&name[at..])?;
         Some(QueueNode { name: name.to_string(), seq, marker })
     }
+}
+
+/// A version 4 UUID unique in this process: 72 random bits drawn once per process, and a
+/// 56-bit counter (the UUID's last seven bytes). A protection prefix must tell our creates apart
+/// (and recovery also checks the node's owner session), which a counter does without asking the
+/// kernel for randomness on every acquire.
+fn protection_id() -> uuid::Uuid {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static BASE: std::sync::OnceLock<u128> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = *BASE.get_or_init(|| uuid::Uuid::new_v4().as_u128());
+    let count = u128::from(NEXT.fetch_add(1, Ordering::Relaxed) & ((1 << 56) - 1));
+    // The count changes only bytes 9..16 (big-endian): neither the version (byte 6) nor the
+    // variant (byte 8) that the builder sets.
+    uuid::Builder::from_random_bytes((base ^ count).to_be_bytes()).into_uuid()
 }
 
 /// ZooKeeper's sequence suffix: `%010d` of an `i32`, so ten digits, or a minus sign and at
@@ -175,9 +204,35 @@ fn text_order_key(seq: i32) -> (u8, u32, u8, u8) {
 
 /// The suffix ZooKeeper writes for `seq`: Java's `%010d`, which Rust's `{:010}` matches (the
 /// sign counts in the width): `0000000042`, `-000000005`, `-2147483648`.
-#[cfg_attr(not(test), allow(dead_code))] // the reference the allocation-free code is tested against
+#[cfg(test)] // the reference the allocation-free code is tested against
 pub(crate) fn sequence_text(seq: i32) -> String {
     format!("{seq:010}")
+}
+
+/// Appends [`sequence_text`] of `seq` to `out` without the formatting machinery (it runs on every
+/// acquire, to name the node we created).
+pub(crate) fn push_sequence_text(out: &mut String, seq: i32) {
+    let mut digits = [b'0'; 10];
+    let mut n = seq.unsigned_abs();
+    let mut used = 0;
+    for slot in digits.iter_mut().rev() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        used += 1;
+        if n == 0 {
+            break;
+        }
+    }
+    // Ten characters in all, the sign included; zeros pad on the left of the digits.
+    let width = if seq < 0 { 9 } else { 10 };
+    if seq < 0 {
+        out.push('-');
+    }
+    let start = digits.len() - used.max(width);
+    out.reserve(digits.len() + 1 - start);
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
+    }
 }
 
 /// A parsed queue node.
@@ -300,6 +355,22 @@ mod tests {
     }
 
     #[test]
+    fn protection_prefixes_are_distinct_version_4_uuids() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            let protection = LOCK.new_protection();
+            let id = protection.strip_prefix("_c_").and_then(|p| p.strip_suffix('-')).unwrap();
+            let id = uuid::Uuid::parse_str(id).unwrap();
+            assert_eq!(id.get_version(), Some(uuid::Version::Random), "{protection}");
+            assert_eq!(id.get_variant(), uuid::Variant::RFC4122, "{protection}");
+            assert!(seen.insert(protection));
+        }
+        let kazoo = LOCK.in_format(NodeFormat::Kazoo).new_protection();
+        assert_eq!(kazoo.len(), 32, "{kazoo}");
+        assert!(kazoo.bytes().all(|b| b.is_ascii_hexdigit()), "{kazoo}");
+    }
+
+    #[test]
     fn detects_each_format() {
         assert_eq!(
             NodeFormat::detect("_c_0b5c1b0e-9c8e-4f4c-9a8e-6f3c2b1a0d9e-lock-0000000042"),
@@ -361,6 +432,11 @@ mod tests {
         assert_eq!(sequence_text(-5), "-000000005");
         assert_eq!(sequence_text(i32::MIN), "-2147483648");
         assert_eq!(sequence_text(i32::MAX), "2147483647");
+        for seq in [0, 7, 42, -1, -5, 999_999_999, -999_999_999, 1_000_000_000, i32::MIN, i32::MAX] {
+            let mut pushed = String::new();
+            push_sequence_text(&mut pushed, seq);
+            assert_eq!(pushed, sequence_text(seq), "{seq}");
+        }
         // The order key at the width boundaries orders as the text.
         let edges = [
             i32::MIN,
@@ -476,6 +552,9 @@ mod tests {
                     "{} {}", a, b
                 );
                 prop_assert_eq!(parse_sequence(&sequence_text(a)), Some(a));
+                let mut pushed = String::from("x");
+                push_sequence_text(&mut pushed, a);
+                prop_assert_eq!(&pushed[1..], sequence_text(a));
             }
 
             /// Texts that look like sequences are accepted exactly when canonical.
@@ -483,6 +562,39 @@ mod tests {
             fn only_canonical_sequence_texts_parse(text in "-?[0-9]{8,12}") {
                 let canonical = text.parse::<i32>().ok().filter(|seq| sequence_text(*seq) == text);
                 prop_assert_eq!(parse_sequence(&text), canonical, "{}", text);
+            }
+
+            /// What parses as ours is never detected as the other format's: the queue engine
+            /// checks only the children that do not parse for a format conflict.
+            #[test]
+            fn what_parses_as_ours_is_never_the_other_format(
+                pieces in vec(prop::sample::select(vec![
+                    "_c_", "abc", "lock-", "__lock__", "__rlock__", "latch-", "__READ__", "__WRIT__",
+                    "lease-", "-", "_", "0000000001", "-000000005", "2147483647", "-2147483648", "12",
+                ]), 1..6),
+                scheme in 0usize..6,
+            ) {
+                let name: String = pieces.concat();
+                let schemes = [
+                    LOCK,
+                    NameScheme::curator(&["latch-"]),
+                    NameScheme::curator(&["__READ__", "__WRIT__"]),
+                    NameScheme::curator(&["lease-"]),
+                    LOCK.in_format(NodeFormat::Kazoo),
+                    NameScheme::curator(&["__READ__", "__WRIT__"]).in_format(NodeFormat::Kazoo),
+                ];
+                let scheme = schemes[scheme];
+                let one_pass = if scheme.parse(&name).is_some() {
+                    None
+                } else {
+                    NodeFormat::detect(&name).filter(|f| *f != scheme.format)
+                };
+                let children = [name.clone()];
+                prop_assert_eq!(
+                    one_pass,
+                    scheme.conflicting(&children).map(|c| NodeFormat::detect(c).unwrap()),
+                    "{}", name
+                );
             }
 
             /// No child name makes the parsers panic, and what parses ends with its sequence.

@@ -33,7 +33,11 @@ impl LockPath {
 
     /// The path of child `name`.
     pub(crate) fn child(&self, name: &str) -> String {
-        format!("{}/{}", self.0, name)
+        let mut path = String::with_capacity(self.0.len() + 1 + name.len());
+        path.push_str(&self.0);
+        path.push('/');
+        path.push_str(name);
+        path
     }
 }
 

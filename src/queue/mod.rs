@@ -121,7 +121,7 @@ impl Queue {
             session: session.clone(),
             root,
             scheme,
-            acls: Arc::from(Acls::anyone_all().to_vec()),
+            acls: anyone_all(),
             janitor: Janitor::default(),
             counters: Arc::default(),
             root_data: None,
@@ -145,16 +145,31 @@ impl Queue {
         Ok(queue)
     }
 
-    /// `Err(FormatConflict)` if `children` has a node of the other naming format.
-    pub fn refuse_conflicts(&self, children: &[String]) -> Result<()> {
-        match self.scheme.conflicting(children) {
-            Some(node) => Err(Error::FormatConflict {
+    /// As [`Queue::sorted`], and `Err(FormatConflict)` if `children` has a node of the other
+    /// naming format, in one pass: a child that parses as ours is never the other format's (see
+    /// [`NameScheme::conflicting`]), so only the others are looked at twice.
+    pub fn sorted_without_conflicts(&self, children: &[String]) -> Result<Vec<QueueNode>> {
+        let mut queue = Vec::with_capacity(children.len());
+        for child in children {
+            match self.scheme.parse(child) {
+                Some(node) => queue.push(node),
+                None => self.refuse_conflict(child)?,
+            }
+        }
+        sort_queue(&mut queue, &self.scheme, self.root.as_str())?;
+        Ok(queue)
+    }
+
+    /// `Err(FormatConflict)` if `child` is a node of the other naming format.
+    fn refuse_conflict(&self, child: &str) -> Result<()> {
+        match crate::naming::NodeFormat::detect(child) {
+            Some(theirs) if theirs != self.scheme.format => Err(Error::FormatConflict {
                 path: self.root.to_string(),
-                node: node.clone(),
+                node: child.to_string(),
                 ours: self.scheme.format,
-                theirs: crate::naming::NodeFormat::detect(node).unwrap_or_default(),
+                theirs,
             }),
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 
@@ -239,7 +254,10 @@ impl Queue {
         self.janitor.remember_runtime();
         let client = &conn.client;
         let protection = self.scheme.new_protection();
-        let node_prefix = format!("{protection}{marker}");
+        // Room for the sequence suffix (at most eleven characters) that names the node.
+        let mut node_prefix = String::with_capacity(protection.len() + marker.len() + 11);
+        node_prefix.push_str(&protection);
+        node_prefix.push_str(marker);
         let create_path = self.root.child(&node_prefix);
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
@@ -273,10 +291,16 @@ impl Queue {
             match created {
                 Ok((stat, seq)) => {
                     conn.note_contact(sent);
+                    let mut name = node_prefix;
+                    match i32::try_from(seq.into_i64()) {
+                        Ok(seq) => crate::naming::push_sequence_text(&mut name, seq),
+                        // Not a sequence of ZooKeeper 3.x; named as the client names it.
+                        Err(_) => name.push_str(&seq.to_string()),
+                    }
                     let mut entry = Entry::new(
                         conn,
                         &self.root,
-                        format!("{node_prefix}{seq}"),
+                        name,
                         seq_i32(seq.into_i64()),
                         stat.czxid,
                         &self.janitor,
@@ -352,8 +376,7 @@ impl Queue {
         rule: &dyn Admission,
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
-        self.refuse_conflicts(children)?;
-        let queue = self.sorted(children)?;
+        let queue = self.sorted_without_conflicts(children)?;
         let me = queue
             .iter()
             .position(|n| n.name == entry.name)
@@ -411,7 +434,7 @@ impl Queue {
     /// `Ok` if our node exists, `Err(NodeDeleted)` if it does not.
     /// (Takes owned copies: an `&Entry` held across an await would make the future not `Send`,
     /// as its pending own-watch is not `Sync`.)
-    async fn own_node_exists(client: zookeeper_client::Client, path: String) -> Result<()> {
+    async fn own_node_exists(client: Arc<zookeeper_client::Client>, path: String) -> Result<()> {
         match retry::on_connection_loss(|| client.check_stat(&path)).await {
             Ok(Some(_)) => Ok(()),
             Ok(None) => Err(Error::NodeDeleted { path }),
@@ -526,6 +549,12 @@ pub(crate) async fn own_event(slot: &mut Option<PendingEvent>) -> OwnEvent {
         }
         None => std::future::pending().await,
     }
+}
+
+/// The default ACLs (anyone may do anything), shared by every queue that does not set its own.
+fn anyone_all() -> Arc<[Acl]> {
+    static ANYONE_ALL: std::sync::OnceLock<Arc<[Acl]>> = std::sync::OnceLock::new();
+    ANYONE_ALL.get_or_init(|| Arc::from(Acls::anyone_all().to_vec())).clone()
 }
 
 /// ZooKeeper's sequence is an `i32` (the client widens it to `i64`).

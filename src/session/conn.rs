@@ -13,7 +13,7 @@ use super::Shared;
 /// later session's nodes.
 #[derive(Clone)]
 pub(crate) struct Conn {
-    pub client: Client,
+    pub client: Arc<Client>,
     pub generation: u64,
     shared: Weak<Shared>,
 }
@@ -29,7 +29,7 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     pub(super) fn new(client: Client, generation: u64, shared: &Arc<Shared>) -> Conn {
-        Conn { client, generation, shared: Arc::downgrade(shared) }
+        Conn { client: Arc::new(client), generation, shared: Arc::downgrade(shared) }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {

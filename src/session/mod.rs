@@ -180,7 +180,7 @@ impl Session {
     /// [`ConnectionState::Lost`], before [`ConnectionState::Connected`]);
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn client(&self) -> Result<Client> {
-        self.handle.shared.conn().map(|c| c.client)
+        self.handle.shared.conn().map(|c| Client::clone(&c.client))
     }
 
     /// Which session this is: 1 for the first, one more after each expiry.
