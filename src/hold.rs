@@ -14,7 +14,7 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::queue::{delete_quietly, retry, Entry, Janitor, OwnEvent, PendingEvent};
+use crate::queue::{delete_quietly, retry, Entry, EntryParts, Janitor, OwnEvent, PendingEvent};
 use crate::session::{Conn, ConnectionState, Listener, Registration, Session, SessionStatus};
 use crate::status::{LockStatus, LossPolicy};
 
@@ -54,6 +54,8 @@ pub(crate) struct Hold {
     registration: Mutex<Option<Registration>>,
     /// Stops the own-node watch task, when there is one.
     stop: Mutex<Option<oneshot::Sender<()>>>,
+    /// The watch a waiter set on its own node, when the hold does not follow it.
+    parked_watch: Mutex<Option<PendingEvent>>,
 }
 
 impl std::fmt::Debug for Hold {
@@ -80,7 +82,7 @@ impl Hold {
         labels: crate::metrics::Labels,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
-        let (conn, path, czxid, own, revoked) = entry.into_parts();
+        let EntryParts { conn, path, czxid, own, follow_own, revoked } = entry.into_parts();
         let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         let (status, _) = watch::channel(first);
         let shared = session.shared().clone();
@@ -103,13 +105,19 @@ impl Hold {
             releasing: AtomicBool::new(false),
             registration: Mutex::new(None),
             stop: Mutex::new(None),
+            parked_watch: Mutex::new(None),
         });
         let listener: std::sync::Weak<dyn Listener> = Arc::downgrade(&hold) as _;
         *lock(&hold.registration) = Some(shared.listen(listener));
-        if let Some(own) = own {
-            let (stop_tx, stop_rx) = oneshot::channel();
-            *lock(&hold.stop) = Some(stop_tx);
-            tokio::spawn(watch_own(Arc::downgrade(&hold), own, stop_rx));
+        match own {
+            Some(own) if follow_own => {
+                let (stop_tx, stop_rx) = oneshot::channel();
+                *lock(&hold.stop) = Some(stop_tx);
+                tokio::spawn(watch_own(Arc::downgrade(&hold), own, stop_rx));
+            }
+            // Kept, not followed, until our delete fires it: dropped before, it would be removed
+            // with a request of its own.
+            own => *lock(&hold.parked_watch) = own,
         }
         hold
     }
@@ -287,11 +295,17 @@ impl Hold {
                 Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() })
             }
         };
+        self.forget_node();
+        result
+    }
+
+    /// After our node's delete: stops following it, and leaves the session's listeners.
+    fn forget_node(&self) {
         if let Some(stop) = lock(&self.stop).take() {
             let _ = stop.send(());
         }
+        drop(lock(&self.parked_watch).take());
         drop(lock(&self.registration).take());
-        result
     }
 
     /// Moves the status to `to` (never away from `Lost`).
@@ -402,10 +416,7 @@ impl Drop for ResumeOnDrop {
             let (conn, path) = (hold.conn.clone(), hold.path.clone());
             hold.janitor.clone().spawn("cancelled release", async move {
                 delete_quietly(&conn, &path).await;
-                if let Some(stop) = lock(&hold.stop).take() {
-                    let _ = stop.send(());
-                }
-                drop(lock(&hold.registration).take());
+                hold.forget_node();
             });
         }
     }

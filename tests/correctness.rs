@@ -443,10 +443,48 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
     selector.close().await;
 }
 
+/// The same when our node and the node ahead go in one transaction (ours first): both events
+/// reach the waiter together, and it must see its own node's deletion, which came first, rather
+/// than the deletion that seems to admit it. Ten rounds, so that a waiter that picked between
+/// the two at random would be caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
+    let zk = common::standalone().await;
+    let admin = admin(&zk.connect_string()).await;
+    let path = "/c/deleted-together";
+    let (h, w) = (common::session(&zk.connect_string()).await, common::session(&zk.connect_string()).await);
+    for round in 0..10 {
+        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
+        let waiter = InterProcessMutex::new(&w, path).unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.acquire().await }
+        });
+        // The waiter watches the holder's node once it has sent everything it sends.
+        let holder_node = holder.node_path().to_string();
+        common::eventually("the waiter to watch the holder's node", || async {
+            zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(&holder_node))
+        })
+        .await;
+        let queue = waiter.participants().await.unwrap();
+        assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
+        let mut both = admin.new_multi_writer();
+        both.add_delete(&format!("{path}/{}", queue[1].node), None).unwrap();
+        both.add_delete(&holder_node, None).unwrap();
+        both.commit().await.unwrap();
+        let outcome = within("the waiter", waiting).await.unwrap();
+        assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
+        assert!(!waiter.is_held_by_this_handle(), "round {round}");
+        let _ = holder.release().await;
+        waiter.settled().await;
+        assert!(children(&admin, path).await.is_empty(), "round {round}");
+    }
+}
+
 /// Claim (README "How it works", and why a woken waiter lists once): a waiter whose node was
 /// deleted from outside while it queued is told so (`NodeDeleted`) when its turn seems to come,
 /// instead of entering beside the waiter that queued behind it. Without a look at its own node
-/// after the wake-up (an `exists`, a listing, or a watch on it), both would hold.
+/// (a watch on it set while queued, a listing, or an `exists`), both would hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_was_deleted_from_outside_does_not_enter() {
     let zk = common::standalone().await;

@@ -90,3 +90,39 @@ async fn fresh_lock_paths_cost_ten_packets_per_cycle() {
     );
     s.close().await;
 }
+
+/// A waiter whose predecessor is the head of the queue enters on that predecessor's deletion
+/// notification alone, with no request after it: its requests are held back by a proxy (replies
+/// and events still flow) from before the holder releases until after it holds. (It did not: it
+/// sent an `exists` on its own node after the notification, a round trip on every handoff.) That
+/// its own node was not deleted meanwhile is said by a watch on it, set while it queued:
+/// `tests/correctness.rs`, `a_waiter_whose_node_was_deleted_from_outside_does_not_enter`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_behind_the_head_enters_on_the_notification_alone() {
+    let zk = standalone().await;
+    let proxy = zk.proxy().expect("a proxy");
+    let path = "/costs/notified";
+    let holder_session = session(&zk.connect_string()).await;
+    let waiter_session = session(&proxy.connect_string()).await;
+    let holder = InterProcessMutex::new(&holder_session, path).unwrap().acquire().await.unwrap();
+    let holder_node = holder.node_path().to_string();
+    let waiter = InterProcessMutex::new(&waiter_session, path).unwrap();
+    let waiting = tokio::spawn({
+        let waiter = waiter.clone();
+        async move { waiter.acquire().await }
+    });
+    // The waiter's watch on the holder's node is on the server: it has sent all it will send.
+    eventually("the waiter to watch the holder's node", || async {
+        zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(&holder_node))
+    })
+    .await;
+    proxy.hold_requests();
+    holder.release().await.unwrap();
+    let guard = within("the waiter, its requests held back", waiting).await.unwrap().unwrap();
+    assert_eq!(guard.current_status(), LockStatus::Held);
+    proxy.heal();
+    guard.release().await.unwrap();
+    waiter.settled().await;
+    holder_session.close().await;
+    waiter_session.close().await;
+}

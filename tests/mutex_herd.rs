@@ -175,8 +175,8 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
         // A woken waiter lists again at most once per handoff.
         assert!(cost.relistings <= 1.05, "re-listed more than once per handoff: {cost:?}");
     }
-    // At N=2 a waiter's predecessor is always the head: its deletion admits the waiter once an
-    // `exists` on the waiter's own node confirms it is still there, without a listing.
+    // At N=2 a waiter's predecessor is always the head: its deletion admits the waiter without
+    // a listing (a watch on the waiter's own node, set while it queued, says it is still there).
     assert!(at2.relistings < 0.1, "N=2 re-listed: {at2:?}");
     // Flat in N: a herd would add about one packet per waiter.
     assert!(
@@ -191,7 +191,8 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
 }
 
 /// A revocable lock watches its own node, so a waiter whose predecessor was the head when it
-/// listed is admitted by that predecessor's deletion alone (no listing, no `exists`).
+/// listed is admitted by that predecessor's deletion alone (no listing, no request at all), as a
+/// plain lock's waiter is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_revocable_waiter_behind_the_head_does_not_relist() {
     let at2 = packets_per_handoff(2, 120, true).await;

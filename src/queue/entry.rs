@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 
@@ -44,26 +45,41 @@ pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
 /// Sets the data watch on our node at `path` without waiting for the answer: the request is
 /// sent now, and the returned event resolves once the watch fires (or at once, if the node is
 /// gone or already carries a revocation request).
-pub(crate) fn watch_own_node(client: &Client, path: &str) -> PendingEvent {
+///
+/// No task is spawned: the returned future is polled once here, which sends the request, and is
+/// then polled by its owner. So when a later event of this session has been seen (the deletion
+/// of the node ahead, say), this future is ready if our node was deleted before it: ZooKeeper
+/// sends a session's replies and events in order, and the client hands them over in that order.
+pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> PendingEvent {
     let (client, path) = (client.clone(), path.to_string());
-    let reply = tokio::spawn(async move {
+    let mut event: PendingEvent = Box::pin(async move {
         match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
-            Ok((data, _, watcher)) if data != crate::hold::REVOKE => Ok(watcher),
-            Ok(_) => Err(OwnEvent::Changed),
-            Err(ZkError::NoNode) => Err(OwnEvent::Deleted),
+            Ok((data, _, watcher)) if data != crate::hold::REVOKE => watcher.changed().await.into(),
+            Ok(_) => OwnEvent::Changed,
+            Err(ZkError::NoNode) => OwnEvent::Deleted,
             Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => {
-                Err(OwnEvent::Session(zookeeper_client::SessionState::Expired))
+                OwnEvent::Session(zookeeper_client::SessionState::Expired)
             }
-            Err(_) => Err(OwnEvent::Changed),
-        }
-    });
-    Box::pin(async move {
-        match reply.await {
-            Ok(Ok(watcher)) => watcher.changed().await.into(),
-            Ok(Err(event)) => event,
             Err(_) => OwnEvent::Changed,
         }
-    })
+    });
+    match event.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        // Only a client that is closed already answers at once.
+        std::task::Poll::Ready(now) => Box::pin(std::future::ready(now)),
+        std::task::Poll::Pending => event,
+    }
+}
+
+/// Whether our node's watch has fired by now, without waiting: `None` while it has not.
+pub(crate) fn fired(slot: &mut Option<PendingEvent>) -> Option<OwnEvent> {
+    let event = slot.as_mut()?;
+    match event.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(fired) => {
+            *slot = None;
+            Some(fired)
+        }
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// A create in flight, identified by its protection prefix.
@@ -164,6 +180,9 @@ pub(crate) struct Entry {
     pub czxid: i64,
     /// The data watch on our own node: deletion by someone else, data changes (revocation).
     pub own_event: Option<PendingEvent>,
+    /// Whether the holder follows that watch (revocable locks and elections), or only keeps it
+    /// until its delete consumes it (a waiter set it to be admitted on a deletion alone).
+    pub follow_own: bool,
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
     pub revoke_requested: bool,
@@ -185,6 +204,7 @@ impl Entry {
             seq,
             czxid,
             own_event: None,
+            follow_own: false,
             revoke_requested: false,
             data: Vec::new(),
             janitor: janitor.clone(),
@@ -242,16 +262,27 @@ impl Entry {
     }
 
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
-    pub fn into_parts(mut self) -> (Conn, String, i64, Option<PendingEvent>, bool) {
+    pub fn into_parts(mut self) -> EntryParts {
         self.disarm();
-        (
-            self.conn.clone(),
-            std::mem::take(&mut self.path),
-            self.czxid,
-            self.own_event.take(),
-            self.revoke_requested,
-        )
+        EntryParts {
+            conn: self.conn.clone(),
+            path: std::mem::take(&mut self.path),
+            czxid: self.czxid,
+            own: self.own_event.take(),
+            follow_own: self.follow_own,
+            revoked: self.revoke_requested,
+        }
     }
+}
+
+/// What a holder takes over from an admitted [`Entry`].
+pub(crate) struct EntryParts {
+    pub conn: Conn,
+    pub path: String,
+    pub czxid: i64,
+    pub own: Option<PendingEvent>,
+    pub follow_own: bool,
+    pub revoked: bool,
 }
 
 impl Drop for Entry {

@@ -14,7 +14,9 @@
 //!   someone else, or of a revocation request) as soon as the create returns, without waiting;
 //! * a waiter watches one node with a data watch, never the parent's children (no herd);
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
-//!   us the head (sequence numbers only grow), so we proceed without listing again.
+//!   us the head (sequence numbers only grow), so we proceed on that notification alone, with no
+//!   request after it: such a waiter also watches its own node, set just before the watch on the
+//!   node ahead, and ZooKeeper's in-order events say whether our node was deleted first.
 
 mod entry;
 mod janitor;
@@ -26,7 +28,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
-pub(crate) use self::entry::{delete_quietly, Entry, OwnEvent, PendingCreate, PendingEvent};
+pub(crate) use self::entry::{delete_quietly, Entry, EntryParts, OwnEvent, PendingCreate, PendingEvent};
 pub(crate) use self::janitor::Janitor;
 pub(crate) use self::parent_hint::ParentHint;
 pub use self::stats::QueueStats;
@@ -310,6 +312,7 @@ impl Queue {
                     if self.watch_own {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
                         entry.own_event = Some(entry::watch_own_node(client, &entry.path));
+                        entry.follow_own = true;
                     }
                     let children = match listing {
                         Some(listing) => match listing.await {
@@ -354,6 +357,7 @@ impl Queue {
                     pending.disarm();
                     if self.watch_own {
                         entry.watch_self().await?;
+                        entry.follow_own = true;
                     }
                     let children = self.list_on(conn).await?;
                     return Ok((entry, children));
@@ -413,32 +417,32 @@ impl Queue {
                 }
             };
             tracing::debug!(position = me, watching = watched.len(), "waiting");
+            if let Decision::Wait { then_proceed: true, .. } = decision {
+                if entry.own_event.is_none() {
+                    // Sent before the watch on the node ahead: see below.
+                    entry.own_event = Some(entry::watch_own_node(&entry.conn.client, &entry.path));
+                }
+            }
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are
             // behind us, so we are the head now, if our own node still exists (someone may have
-            // deleted it; then we must not enter). A watch on our own node tells us that for
-            // free; without one, one `exists` on it does, a request whose answer does not grow
-            // with the queue as a listing does.
+            // deleted it; then we must not enter). The watch on our own node, set before the
+            // one on the node ahead, tells us without a request: ZooKeeper sends a session's
+            // events in order, so our node's deletion, had it come first, has been seen by now.
             if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
-                if entry.own_event.is_none() {
-                    Self::own_node_exists(entry.conn.client.clone(), entry.path.clone()).await?;
+                match entry::fired(&mut entry.own_event) {
+                    None => {}
+                    Some(OwnEvent::Deleted) => return Err(entry.gone()),
+                    Some(OwnEvent::Session(state)) => return Err(session_error(state)),
+                    // The data changed (a revocation request?): the one-shot watch is spent, so
+                    // read our node again (and watch it again), which also says it exists.
+                    Some(OwnEvent::Changed) => entry.watch_self().await?,
                 }
                 self.counters.bump(Count::RelistSaved);
-                tracing::debug!("node ahead was the head: admitted without listing again");
+                tracing::debug!("node ahead was the head: admitted without a request");
                 return Ok(());
             }
             children = self.list_on(&entry.conn).await?;
-        }
-    }
-
-    /// `Ok` if our node exists, `Err(NodeDeleted)` if it does not.
-    /// (Takes owned copies: an `&Entry` held across an await would make the future not `Send`,
-    /// as its pending own-watch is not `Sync`.)
-    async fn own_node_exists(client: Arc<zookeeper_client::Client>, path: String) -> Result<()> {
-        match retry::on_connection_loss(|| client.check_stat(&path)).await {
-            Ok(Some(_)) => Ok(()),
-            Ok(None) => Err(Error::NodeDeleted { path }),
-            Err(e) => Err(Error::from_zk("exists", &path, e)),
         }
     }
 
@@ -510,6 +514,13 @@ impl Queue {
         tokio::pin!(any);
         loop {
             tokio::select! {
+                // Our own node first: when both have fired, its event came first (see `wait_turn`).
+                biased;
+                event = own_event(&mut entry.own_event) => match event {
+                    OwnEvent::Deleted => return Err(entry.gone()),
+                    OwnEvent::Session(state) => return Err(session_error(state)),
+                    OwnEvent::Changed => entry.watch_self().await?,
+                },
                 event = &mut any => return match event.event_type {
                     EventType::NodeDeleted => {
                         self.counters.bump(Count::Wakeup);
@@ -519,11 +530,6 @@ impl Queue {
                     // Its data changed (a waiter ahead was admitted, or a revocation request):
                     // look again.
                     _ => Ok(Woke::Changed),
-                },
-                event = own_event(&mut entry.own_event) => match event {
-                    OwnEvent::Deleted => return Err(entry.gone()),
-                    OwnEvent::Session(state) => return Err(session_error(state)),
-                    OwnEvent::Changed => entry.watch_self().await?,
                 },
             }
         }

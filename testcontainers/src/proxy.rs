@@ -18,6 +18,8 @@ use crate::HarnessError;
 #[derive(Default)]
 struct Faults {
     blackholed: bool,
+    /// Only what the client sends is held back (see [`FaultProxy::hold_requests`]).
+    requests_held: bool,
     latency: Duration,
     reply_latency: Duration,
     /// Live connections, as clones of both sockets, so that `cut` can shut them down at once.
@@ -40,7 +42,9 @@ impl Shared {
     /// Blocks while the proxy is blackholed, then returns the latency to apply in this direction.
     fn pass(&self, to_client: bool) -> Duration {
         let mut faults = self.lock();
-        while faults.blackholed && !self.closing.load(Ordering::SeqCst) {
+        while (faults.blackholed || (faults.requests_held && !to_client))
+            && !self.closing.load(Ordering::SeqCst)
+        {
             faults = self.healed.wait(faults).unwrap_or_else(|e| e.into_inner());
         }
         faults.latency + if to_client { faults.reply_latency } else { Duration::ZERO }
@@ -121,9 +125,20 @@ impl FaultProxy {
         self.shared.lock().blackholed = true;
     }
 
-    /// Ends a blackhole: bytes held back flow again.
+    /// Holds back what clients send (requests and pings) while what the servers send (replies to
+    /// requests already through, and watch events) still flows, until [`FaultProxy::heal`]: a
+    /// half-dead network, and a way to show that a client acted on an event without asking the
+    /// server anything.
+    pub fn hold_requests(&self) {
+        self.shared.lock().requests_held = true;
+    }
+
+    /// Ends a blackhole or held requests: bytes held back flow again.
     pub fn heal(&self) {
-        self.shared.lock().blackholed = false;
+        let mut faults = self.shared.lock();
+        faults.blackholed = false;
+        faults.requests_held = false;
+        drop(faults);
         self.shared.healed.notify_all();
     }
 
