@@ -443,6 +443,74 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
     selector.close().await;
 }
 
+/// A holder and two waiters queued behind it in that order, each on its own session: the shape
+/// of the tests on what a woken waiter may conclude.
+struct Queue {
+    zk: zk_testcluster::ZkCluster,
+    admin: Client,
+    holder: zk_recipes::LockGuard,
+    first: InterProcessMutex,
+    waiting: tokio::task::JoinHandle<zk_recipes::Result<zk_recipes::LockGuard>>,
+    last: InterProcessMutex,
+    behind: tokio::task::JoinHandle<zk_recipes::LockGuard>,
+    _sessions: [Session; 3],
+}
+
+impl Queue {
+    async fn of_three(path: &'static str) -> Queue {
+        let zk = common::standalone().await;
+        let admin = admin(&zk.connect_string()).await;
+        let mutex = |session: &Session| InterProcessMutex::new(session, path).unwrap();
+        let sessions = [
+            common::session(&zk.connect_string()).await,
+            common::session(&zk.connect_string()).await,
+            common::session(&zk.connect_string()).await,
+        ];
+        let holder = mutex(&sessions[0]).acquire().await.unwrap();
+        let first = mutex(&sessions[1]);
+        let waiting = tokio::spawn({
+            let first = first.clone();
+            async move { first.acquire().await }
+        });
+        common::eventually("the first waiter to queue", || async { children(&admin, path).await.len() == 2 })
+            .await;
+        let last = mutex(&sessions[2]);
+        let behind = tokio::spawn({
+            let last = last.clone();
+            async move { last.acquire().await.unwrap() }
+        });
+        common::eventually("the last waiter to queue", || async { children(&admin, path).await.len() == 3 })
+            .await;
+        Queue { zk, admin, holder, first, waiting, last, behind, _sessions: sessions }
+    }
+}
+
+/// Claim (README "Packets per handoff"): a waiter whose predecessor was not the head when it
+/// listed does not take that predecessor's deletion as its turn: the predecessor may have given
+/// up while a holder is still ahead. It lists again and waits for the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_predecessor_gives_up_waits_for_the_holder() {
+    let path = "/c/gave-up";
+    let Queue { zk, admin, holder, first: quitter, waiting: giving_up, last, behind, _sessions } =
+        Queue::of_three(path).await;
+    let quitter_node = format!("{path}/{}", last.participants().await.unwrap()[1].node);
+    common::until_watched(&zk, "the second waiter to watch the first", &quitter_node).await;
+    giving_up.abort();
+    let _ = giving_up.await;
+    quitter.settled().await;
+    // Woken by the deletion, the last waiter lists again and now watches the holder.
+    common::eventually("the last waiter to list again", || async { last.stats().listings >= 2 }).await;
+    let holder_node = holder.node_path().to_string();
+    common::until_watched(&zk, "the last waiter to watch the holder", &holder_node).await;
+    assert!(!behind.is_finished(), "the last waiter entered while the holder held");
+    assert_eq!(holder.current_status(), LockStatus::Held);
+    holder.release().await.unwrap();
+    let guard = within("the last waiter", behind).await.unwrap();
+    guard.release().await.unwrap();
+    last.settled().await;
+    assert!(children(&admin, path).await.is_empty());
+}
+
 /// The same when our node and the node ahead go in one transaction (ours first): both events
 /// reach the waiter together, and it must see its own node's deletion, which came first, rather
 /// than the deletion that seems to admit it. Ten rounds, so that a waiter that picked between
@@ -462,10 +530,7 @@ async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
         });
         // The waiter watches the holder's node once it has sent everything it sends.
         let holder_node = holder.node_path().to_string();
-        common::eventually("the waiter to watch the holder's node", || async {
-            zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(&holder_node))
-        })
-        .await;
+        common::until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
         let queue = waiter.participants().await.unwrap();
         assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
         let mut both = admin.new_multi_writer();
@@ -487,29 +552,9 @@ async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
 /// (a watch on it set while queued, a listing, or an `exists`), both would hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_whose_node_was_deleted_from_outside_does_not_enter() {
-    let zk = common::standalone().await;
-    let admin = admin(&zk.connect_string()).await;
     let path = "/c/deleted-waiter";
-    let mutex = |session: &Session| InterProcessMutex::new(session, path).unwrap();
-    let (h, w, s) = (
-        common::session(&zk.connect_string()).await,
-        common::session(&zk.connect_string()).await,
-        common::session(&zk.connect_string()).await,
-    );
-    let holder = mutex(&h).acquire().await.unwrap();
-    let waiter = mutex(&w);
-    let waiting = tokio::spawn({
-        let waiter = waiter.clone();
-        async move { waiter.acquire().await }
-    });
-    common::eventually("the waiter to queue", || async { children(&admin, path).await.len() == 2 }).await;
-    let second = mutex(&s);
-    let behind = tokio::spawn({
-        let second = second.clone();
-        async move { second.acquire().await.unwrap() }
-    });
-    common::eventually("the second waiter to queue", || async { children(&admin, path).await.len() == 3 })
-        .await;
+    let Queue { zk: _zk, admin, holder, first: waiter, waiting, last: second, behind, _sessions } =
+        Queue::of_three(path).await;
     let queue = second.participants().await.unwrap();
     admin.delete(&format!("{path}/{}", queue[1].node), None).await.unwrap();
     // The second waiter was watching the deleted node: it lists again and now watches the holder.

@@ -112,10 +112,7 @@ async fn a_waiter_behind_the_head_enters_on_the_notification_alone() {
         async move { waiter.acquire().await }
     });
     // The waiter's watch on the holder's node is on the server: it has sent all it will send.
-    eventually("the waiter to watch the holder's node", || async {
-        zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(&holder_node))
-    })
-    .await;
+    until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
     proxy.hold_requests();
     holder.release().await.unwrap();
     let guard = within("the waiter, its requests held back", waiting).await.unwrap().unwrap();

@@ -40,8 +40,9 @@ const SCENARIOS: [&str; 7] =
     ["uncontended", "contended", "many-locks", "per-order", "semaphore", "scale", "ensemble"];
 /// The peers `--peers` can pick (their short names).
 const PEER_NAMES: [&str; 6] = ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
-/// The peers of the 3-node ensemble scenarios.
-const ENSEMBLE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator];
+/// The peers of the 3-node ensemble scenarios (zk-recipes with a dropped guard only uncontended,
+/// as in [`CYCLE_PEERS`]).
+const ENSEMBLE_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator];
 /// How often the servers' container reaper looks for empty containers (ZooKeeper's default is a
 /// minute), and how many it may delete per minute (high enough that it never pauses).
 const REAPER_INTERVAL_MS: u64 = 500;
@@ -173,11 +174,20 @@ impl Plan {
             return steps;
         }
         steps.push(Step::EnsembleStart);
-        steps.extend(ENSEMBLE_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::EnsembleWarmup(p)));
+        let contends = |p: &&Peer| **p != Peer::ZkRecipesDrop;
+        steps.extend(
+            ENSEMBLE_PEERS
+                .iter()
+                .filter(|p| warm && has(p))
+                .filter(contends)
+                .map(|&p| Step::EnsembleWarmup(p)),
+        );
         for r in 0..self.repeats {
             for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
                 steps.push(Step::EnsembleUncontended(r, p));
-                steps.push(Step::EnsembleContended(r, p));
+                if contends(&&p) {
+                    steps.push(Step::EnsembleContended(r, p));
+                }
             }
         }
         steps

@@ -111,6 +111,13 @@ where
     .await
 }
 
+/// Waits until some session watches `node` on the server (node 0's `wchp`): the session that
+/// set the watch has sent every request before it.
+pub async fn until_watched(zk: &ZkCluster, what: &str, node: &str) {
+    eventually(what, || async { zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(node)) })
+        .await
+}
+
 /// The children of `path` (empty if it does not exist).
 pub async fn children(client: &Client, path: &str) -> Vec<String> {
     match client.list_children(path).await {
