@@ -288,11 +288,12 @@ impl Hold {
             }
             Ok(Err(e)) => Err(Error::from_zk("delete", &self.path, e)),
             Err(_) => {
-                let (conn, path) = (self.conn.clone(), self.path.clone());
+                let (conn, path, hold) = (self.conn.clone(), self.path.clone(), self.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    delete_quietly(&conn, &path).await
+                    delete_quietly(&conn, &path).await;
+                    hold.forget_node();
                 });
-                Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() })
+                return Err(Error::ConnectionLoss { op: "delete", path: self.path.clone() });
             }
         };
         self.forget_node();

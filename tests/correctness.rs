@@ -485,6 +485,55 @@ impl Queue {
     }
 }
 
+/// Claim (README "How it works"): the watch on a waiter's own node vouches for the node only
+/// while the connection it was set on lasts. After a reconnection the client sets its watches
+/// again in an order of its own, and the server reports nodes deleted meanwhile in that order,
+/// so the waiter reads its node again before it enters: once when nothing was deleted (it holds,
+/// having read its node), once when its node was deleted during the outage (`NodeDeleted`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reconnection_a_woken_waiter_reads_its_node_again() {
+    let zk = common::standalone().await;
+    let admin = admin(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let path = "/c/reconnected-waiter";
+    let holder_session = common::session(&zk.connect_string()).await;
+    let waiter_session = common::session(&proxy.connect_string()).await;
+    let waiter = InterProcessMutex::new(&waiter_session, path).unwrap();
+    for deleted_meanwhile in [false, true] {
+        let holder = InterProcessMutex::new(&holder_session, path).unwrap().acquire().await.unwrap();
+        let waiting = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.acquire().await }
+        });
+        common::until_watched(&zk, "the waiter to watch the holder", holder.node_path()).await;
+        let rereads = waiter.stats().own_rereads;
+        let mut events = waiter_session.events();
+        // Bytes stop, then the connection goes: the client reconnects once the proxy heals.
+        proxy.blackhole();
+        proxy.cut();
+        if deleted_meanwhile {
+            let queue = InterProcessMutex::new(&holder_session, path).unwrap().participants().await.unwrap();
+            admin.delete(&format!("{path}/{}", queue[1].node), None).await.unwrap();
+        }
+        holder.release().await.unwrap();
+        proxy.heal();
+        within("the waiter's reconnection", async {
+            while events.recv().await.unwrap().state != ConnectionState::Reconnected {}
+        })
+        .await;
+        let outcome = within("the waiter", waiting).await.unwrap();
+        if deleted_meanwhile {
+            assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
+        } else {
+            let guard = outcome.unwrap();
+            assert_eq!(waiter.stats().own_rereads, rereads + 1, "entered without reading its node");
+            guard.release().await.unwrap();
+        }
+        waiter.settled().await;
+        assert!(children(&admin, path).await.is_empty());
+    }
+}
+
 /// Claim (README "Packets per handoff"): a waiter whose predecessor was not the head when it
 /// listed does not take that predecessor's deletion as its turn: the predecessor may have given
 /// up while a holder is still ahead. It lists again and waits for the holder.

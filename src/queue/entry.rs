@@ -44,17 +44,22 @@ pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
 
 /// Sets the data watch on our node at `path` without waiting for the answer: the request is
 /// sent now, and the returned event resolves once the watch fires (or at once, if the node is
-/// gone or already carries a revocation request).
+/// gone or already carries a revocation request). A connection loss is not retried here: it
+/// resolves as [`OwnEvent::Changed`], which makes the owner read the node again.
 ///
 /// No task is spawned: the returned future is polled once here, which sends the request, and is
-/// then polled by its owner. So when a later event of this session has been seen (the deletion
-/// of the node ahead, say), this future is ready if our node was deleted before it: ZooKeeper
-/// sends a session's replies and events in order, and the client hands them over in that order.
-pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> PendingEvent {
+/// then polled by its owner. See [`OwnCheck`] for what that allows.
+pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) {
     let (client, path) = (client.clone(), path.to_string());
+    // Taken before the request goes out: any change of the connection after it shows.
+    let check = OwnCheck { armed: Arc::default(), state: client.state_watcher() };
+    let armed = check.armed.clone();
     let mut event: PendingEvent = Box::pin(async move {
-        match retry::on_connection_loss(|| client.get_and_watch_data(&path)).await {
-            Ok((data, _, watcher)) if data != crate::hold::REVOKE => watcher.changed().await.into(),
+        match client.get_and_watch_data(&path).await {
+            Ok((data, _, watcher)) if data != crate::hold::REVOKE => {
+                armed.store(true, std::sync::atomic::Ordering::SeqCst);
+                watcher.changed().await.into()
+            }
             Ok(_) => OwnEvent::Changed,
             Err(ZkError::NoNode) => OwnEvent::Deleted,
             Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => {
@@ -63,23 +68,59 @@ pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> PendingEvent {
             Err(_) => OwnEvent::Changed,
         }
     });
-    match event.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+    let event = match poll_now(&mut event) {
         // Only a client that is closed already answers at once.
-        std::task::Poll::Ready(now) => Box::pin(std::future::ready(now)),
-        std::task::Poll::Pending => event,
+        Some(now) => Box::pin(std::future::ready(now)),
+        None => event,
+    };
+    (event, check)
+}
+
+/// What tells a waiter, without a request, that the watch on its own node still speaks for the
+/// node: the watch was set (its reply came, and was not an error), and the client's connection
+/// has not changed since the request went out.
+///
+/// ZooKeeper sends a session's replies and events in order, and the client hands them over in
+/// that order from one task; our request went out before the watch on the node ahead. So once
+/// that node's deletion (or its absence) has been seen, our node's deletion, had it come first,
+/// has been seen too. Two things break that order, and both make [`OwnCheck::vouches`] false:
+/// a request that failed with the connection (the client would send it again after later ones),
+/// and a reconnection, after which the client sets its watches again in an order of its own and
+/// the server reports the nodes deleted meanwhile in that order.
+pub(crate) struct OwnCheck {
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    state: zookeeper_client::StateWatcher,
+}
+
+impl OwnCheck {
+    /// The check for a watch set by an answered request; `state` was taken before it was sent.
+    pub fn answered(state: zookeeper_client::StateWatcher) -> OwnCheck {
+        OwnCheck { armed: Arc::new(std::sync::atomic::AtomicBool::new(true)), state }
+    }
+
+    /// Whether the own-node watch, not fired yet, says our node exists.
+    pub fn vouches(&mut self) -> bool {
+        if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let mut changed = std::pin::pin!(self.state.changed());
+        poll_now(&mut changed).is_none()
+    }
+}
+
+/// Polls `fut` once, without a waker to call: its answer if it has one now.
+fn poll_now<F: Future + ?Sized>(fut: &mut Pin<impl std::ops::DerefMut<Target = F>>) -> Option<F::Output> {
+    match fut.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
     }
 }
 
 /// Whether our node's watch has fired by now, without waiting: `None` while it has not.
 pub(crate) fn fired(slot: &mut Option<PendingEvent>) -> Option<OwnEvent> {
-    let event = slot.as_mut()?;
-    match event.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-        std::task::Poll::Ready(fired) => {
-            *slot = None;
-            Some(fired)
-        }
-        std::task::Poll::Pending => None,
-    }
+    let fired = poll_now(slot.as_mut()?)?;
+    *slot = None;
+    Some(fired)
 }
 
 /// A create in flight, identified by its protection prefix.
@@ -183,6 +224,8 @@ pub(crate) struct Entry {
     /// Whether the holder follows that watch (revocable locks and elections), or only keeps it
     /// until its delete consumes it (a waiter set it to be admitted on a deletion alone).
     pub follow_own: bool,
+    /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
+    pub own_check: Option<OwnCheck>,
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
     pub revoke_requested: bool,
@@ -205,6 +248,7 @@ impl Entry {
             czxid,
             own_event: None,
             follow_own: false,
+            own_check: None,
             revoke_requested: false,
             data: Vec::new(),
             janitor: janitor.clone(),
@@ -217,9 +261,12 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
     pub async fn watch_self(&mut self) -> Result<()> {
+        // Taken before the request goes out (see `OwnCheck`).
+        let state = self.conn.client.state_watcher();
         match retry::on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
             Ok((data, _, watcher)) => {
                 self.own_event = Some(Box::pin(async move { watcher.changed().await.into() }));
+                self.own_check = Some(OwnCheck::answered(state));
                 if data == crate::hold::REVOKE {
                     self.revoke_requested = true;
                 }

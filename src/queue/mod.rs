@@ -311,7 +311,8 @@ impl Queue {
                     pending.disarm();
                     if self.watch_own {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
-                        entry.own_event = Some(entry::watch_own_node(client, &entry.path));
+                        let (event, check) = entry::watch_own_node(client, &entry.path);
+                        (entry.own_event, entry.own_check) = (Some(event), Some(check));
                         entry.follow_own = true;
                     }
                     let children = match listing {
@@ -420,26 +421,32 @@ impl Queue {
             if let Decision::Wait { then_proceed: true, .. } = decision {
                 if entry.own_event.is_none() {
                     // Sent before the watch on the node ahead: see below.
-                    entry.own_event = Some(entry::watch_own_node(&entry.conn.client, &entry.path));
+                    let (event, check) = entry::watch_own_node(&entry.conn.client, &entry.path);
+                    (entry.own_event, entry.own_check) = (Some(event), Some(check));
                 }
             }
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are
             // behind us, so we are the head now, if our own node still exists (someone may have
-            // deleted it; then we must not enter). The watch on our own node, set before the
-            // one on the node ahead, tells us without a request: ZooKeeper sends a session's
-            // events in order, so our node's deletion, had it come first, has been seen by now.
+            // deleted it in an earlier transaction; then we must not enter). The watch on our
+            // own node, set before the one on the node ahead, tells us without a request while
+            // it vouches (see `OwnCheck`); else we read our node again.
             if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
                 match entry::fired(&mut entry.own_event) {
-                    None => {}
                     Some(OwnEvent::Deleted) => return Err(entry.gone()),
                     Some(OwnEvent::Session(state)) => return Err(session_error(state)),
-                    // The data changed (a revocation request?): the one-shot watch is spent, so
-                    // read our node again (and watch it again), which also says it exists.
-                    Some(OwnEvent::Changed) => entry.watch_self().await?,
+                    None if entry.own_check.as_mut().is_some_and(|check| check.vouches()) => {
+                        tracing::debug!("node ahead was the head: admitted without a request");
+                    }
+                    // The data changed (a revocation request?), the watch could not be set, or
+                    // the connection changed since: read our node again, and watch it again.
+                    Some(OwnEvent::Changed) | None => {
+                        self.counters.bump(Count::OwnReread);
+                        entry.watch_self().await?;
+                        tracing::debug!("node ahead was the head: admitted once our node was read");
+                    }
                 }
                 self.counters.bump(Count::RelistSaved);
-                tracing::debug!("node ahead was the head: admitted without a request");
                 return Ok(());
             }
             children = self.list_on(&entry.conn).await?;

@@ -19,6 +19,9 @@ pub struct QueueStats {
     /// Creates whose reply was lost with the connection and whose node we then found (or not)
     /// by its protection prefix.
     pub recoveries: u64,
+    /// Of the admissions without a new listing, those that read our own node first, because its
+    /// watch could not vouch for it (the connection changed since it was set, say).
+    pub own_rereads: u64,
 }
 
 #[derive(Debug, Default)]
@@ -28,6 +31,7 @@ pub(crate) struct Counters {
     wakeups: AtomicU64,
     relists_saved: AtomicU64,
     recoveries: AtomicU64,
+    own_rereads: AtomicU64,
 }
 
 /// Which counter to bump.
@@ -38,6 +42,7 @@ pub(crate) enum Count {
     Wakeup,
     RelistSaved,
     Recovery,
+    OwnReread,
 }
 
 impl Counters {
@@ -48,6 +53,7 @@ impl Counters {
             Count::Wakeup => &self.wakeups,
             Count::RelistSaved => &self.relists_saved,
             Count::Recovery => &self.recoveries,
+            Count::OwnReread => &self.own_rereads,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -59,6 +65,7 @@ impl Counters {
             wakeups: self.wakeups.load(Ordering::Relaxed),
             relists_saved: self.relists_saved.load(Ordering::Relaxed),
             recoveries: self.recoveries.load(Ordering::Relaxed),
+            own_rereads: self.own_rereads.load(Ordering::Relaxed),
         }
     }
 }
