@@ -1,5 +1,7 @@
 //! Connecting with typed errors, a bounded wait, credentials and chroot handling.
 
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
@@ -17,6 +19,7 @@ pub struct ConnectOptions {
     pub(crate) backoff: (Duration, Duration),
     auth: Vec<(String, Vec<u8>)>,
     create_chroot: bool,
+    pub(crate) tcp_nodelay: bool,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
 }
@@ -29,6 +32,7 @@ impl std::fmt::Debug for ConnectOptions {
         out.field("session_timeout", &self.session_timeout)
             .field("auth", &format_args!("{schemes:?} (credentials redacted)"))
             .field("create_chroot", &self.create_chroot)
+            .field("tcp_nodelay", &self.tcp_nodelay)
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
@@ -39,13 +43,15 @@ impl std::fmt::Debug for ConnectOptions {
 impl ConnectOptions {
     /// A session timeout (the server clamps it to its `[minSessionTimeout, maxSessionTimeout]`,
     /// by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
-    /// after an expiry backs off from 50 ms up to 5 s.
+    /// after an expiry backs off from 50 ms up to 5 s; Nagle's algorithm off on the
+    /// connections (see [`ConnectOptions::tcp_nodelay`]).
     pub fn new(session_timeout: Duration) -> ConnectOptions {
         ConnectOptions {
             session_timeout,
             backoff: (Duration::from_millis(50), Duration::from_secs(5)),
             auth: Vec::new(),
             create_chroot: false,
+            tcp_nodelay: true,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -83,6 +89,27 @@ impl ConnectOptions {
         self.create_chroot = create;
         self
     }
+
+    /// Whether the session turns Nagle's algorithm off (`TCP_NODELAY`) on its connections, as
+    /// ZooKeeper's Java client does; on by default. `zookeeper-client` leaves it on, and then a
+    /// request written while an earlier one is unanswered waits for that answer: the requests a
+    /// recipe sends back to back (a create and its listing, a release's delete and the next
+    /// create) would go a round trip apart.
+    ///
+    /// The client crate gives no access to its socket, so the session sets the option after
+    /// each connection on this process's TCP sockets connected to one of its servers (found
+    /// through `/proc/self/fd`): another client of the same servers in this process gets it
+    /// too. Linux only; elsewhere this does nothing.
+    pub fn tcp_nodelay(mut self, on: bool) -> ConnectOptions {
+        self.tcp_nodelay = on;
+        self
+    }
+}
+
+/// A raw client just opened, and the addresses its servers resolved to.
+pub(crate) struct Opened {
+    pub client: Client,
+    pub servers: Arc<[SocketAddr]>,
 }
 
 /// Opens one raw client with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked
@@ -101,9 +128,15 @@ impl ConnectOptions {
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
-pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
+pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Opened> {
     let (servers, chroot) = split_chroot(connect);
-    let client = open(servers, options, connect).await?;
+    let (client, servers) = open(servers, options, connect).await?;
+    let client = in_chroot(client, chroot, options).await?;
+    Ok(Opened { client, servers: servers.into() })
+}
+
+/// The client, moved into `chroot` (checked, or created when the options say so).
+async fn in_chroot(client: Client, chroot: Option<&str>, options: &ConnectOptions) -> Result<Client> {
     let Some(chroot) = chroot else { return Ok(client) };
     match client.check_stat(chroot).await {
         Ok(Some(_)) => {}
@@ -135,7 +168,7 @@ fn split_chroot(connect: &str) -> (&str, Option<&str>) {
     }
 }
 
-async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Client> {
+async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<(Client, Vec<SocketAddr>)> {
     let bound = options.session_timeout.saturating_mul(2).max(Duration::from_secs(2));
     let mut connector = Client::connector().with_session_timeout(options.session_timeout);
     for (scheme, credentials) in &options.auth {
@@ -151,17 +184,19 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Cl
         None => false,
     };
     let connecting = async move {
-        resolve_any(servers, shown).await?;
+        let addresses = resolve_any(servers, shown).await?;
         #[cfg(feature = "tls")]
         if secure {
             return connector
                 .secure_connect(servers)
                 .await
+                .map(|client| (client, addresses))
                 .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() });
         }
         connector
             .connect(servers)
             .await
+            .map(|client| (client, addresses))
             .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() })
     };
     match tokio::time::timeout(bound, connecting).await {
@@ -174,20 +209,20 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Cl
 /// unresolvable host until the deadline and then reports only a timeout. As ZooKeeper's own
 /// client does, an ensemble goes on while one of its hosts resolves (each host that does not is
 /// logged as a warning); [`Error::Resolve`] when none does. Addresses the client crate would
-/// refuse are left for it to report.
-async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
+/// refuse are left for it to report. Returns every address the hosts resolved to.
+async fn resolve_any(servers: &str, shown: &str) -> Result<Vec<SocketAddr>> {
     let hosts: Vec<(String, u16)> = servers.split(',').filter_map(host_port).collect();
     if hosts.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let lookups = tokio::task::spawn_blocking(move || {
         use std::net::ToSocketAddrs;
         hosts
             .into_iter()
-            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
-                Ok(Some(_)) => (host, None),
-                Ok(None) => (host, Some("no address".to_string())),
-                Err(e) => (host, Some(e.to_string())),
+            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(Vec::from_iter) {
+                Ok(found) if !found.is_empty() => (host, Ok(found)),
+                Ok(_) => (host, Err("no address".to_string())),
+                Err(e) => (host, Err(e.to_string())),
             })
             .collect::<Vec<_>>()
     })
@@ -197,16 +232,22 @@ async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
         host: servers.to_string(),
         reason: e.to_string(),
     })?;
-    let resolved = lookups.iter().any(|(_, failure)| failure.is_none());
-    let mut failures = lookups.into_iter().filter_map(|(host, failure)| Some((host, failure?)));
-    if !resolved {
-        let (host, reason) = failures.next().expect("a host that failed to resolve");
+    let mut addresses = Vec::new();
+    let mut failures = Vec::new();
+    for (host, outcome) in lookups {
+        match outcome {
+            Ok(found) => addresses.extend(found),
+            Err(reason) => failures.push((host, reason)),
+        }
+    }
+    if addresses.is_empty() {
+        let (host, reason) = failures.swap_remove(0);
         return Err(Error::Resolve { connect: shown.to_string(), host, reason });
     }
     for (host, reason) in failures {
         tracing::warn!(connect = shown, %host, %reason, "a host of the connect string does not resolve; using the others");
     }
-    Ok(())
+    Ok(addresses)
 }
 
 /// One server's host and port as the client crate reads them (`host`, `host:port`,

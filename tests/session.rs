@@ -408,3 +408,71 @@ async fn connected_waits_for_the_new_session() {
     .await;
     session.close().await;
 }
+
+/// Whether Nagle's algorithm is off (`TCP_NODELAY`) on each of this process's TCP sockets whose
+/// peer is `port` on loopback (here: the connections through one proxy).
+#[cfg(target_os = "linux")]
+fn nodelay_to(port: u16) -> Vec<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        let Some(fd) = std::str::from_utf8(entry.file_name().as_bytes()).ok().and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        // SAFETY: zeroed sockaddr_in / int are valid for the calls to overwrite; they only read
+        // the descriptor number and write at most the lengths passed.
+        unsafe {
+            let mut peer: libc::sockaddr_in = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            if libc::getpeername(fd, std::ptr::addr_of_mut!(peer).cast(), &mut len) != 0
+                || libc::c_int::from(peer.sin_family) != libc::AF_INET
+                || u16::from_be(peer.sin_port) != port
+            {
+                continue;
+            }
+            let mut on: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NODELAY,
+                std::ptr::addr_of_mut!(on).cast(),
+                &mut len,
+            );
+            found.push(on != 0);
+        }
+    }
+    found
+}
+
+/// Issue 18: `zookeeper-client` connects with Nagle's algorithm on, which holds a request back
+/// until the one before it is answered, so requests sent back to back go a round trip apart.
+/// The session turns it off on its first connection, after a reconnection (a new socket) and in
+/// a new session after an expiry; `tcp_nodelay(false)` leaves it on.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_connection_of_a_session_has_nagle_off() {
+    let zk = common::standalone().await;
+    let proxy = zk.proxy().unwrap();
+    let port: u16 = proxy.connect_string().rsplit_once(':').unwrap().1.parse().unwrap();
+    let session = through(&proxy, TIMEOUT).await;
+    assert_eq!(nodelay_to(port), [true], "first connection");
+
+    let mut events = session.events();
+    proxy.cut();
+    next(&mut events, ConnectionState::Reconnected).await;
+    assert_eq!(nodelay_to(port), [true], "after a reconnection");
+
+    let seen = expire(&proxy, &session).await;
+    assert_eq!(session.generation(), 2, "{seen:?}");
+    assert_eq!(nodelay_to(port), [true], "in the new session");
+    session.close().await;
+
+    let other = zk.proxy().unwrap();
+    let port: u16 = other.connect_string().rsplit_once(':').unwrap().1.parse().unwrap();
+    let options = zk_recipes::ConnectOptions::new(TIMEOUT).tcp_nodelay(false);
+    let plain = within("connect", Session::connect_with(&other.connect_string(), &options)).await.unwrap();
+    assert_eq!(nodelay_to(port), [false], "with tcp_nodelay(false)");
+    plain.close().await;
+}

@@ -23,7 +23,7 @@ mod summary;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use peers::{Peer, FRESH};
+use peers::{Peer, Target, FRESH};
 use progress::Progress;
 use report::{Groups, Row};
 use zk_testcluster::{ClusterConfig, ZkCluster};
@@ -36,8 +36,8 @@ const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator,
 const CYCLE_PEERS: [Peer; 5] =
     [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Kazoo];
 /// The scenarios `--only` can pick.
-const SCENARIOS: [&str; 7] =
-    ["uncontended", "contended", "many-locks", "per-order", "semaphore", "scale", "ensemble"];
+const SCENARIOS: [&str; 8] =
+    ["uncontended", "contended", "many-locks", "per-order", "semaphore", "scale", "network", "ensemble"];
 /// The peers `--peers` can pick (their short names).
 const PEER_NAMES: [&str; 6] = ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
 /// The peers of the 3-node ensemble scenarios (zk-recipes with a dropped guard only uncontended,
@@ -46,6 +46,12 @@ const ENSEMBLE_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::L
 /// How often the servers' container reaper looks for empty containers (ZooKeeper's default is a
 /// minute), and how many it may delete per minute (high enough that it never pauses).
 const REAPER_INTERVAL_MS: u64 = 500;
+/// The network scenarios' one-way delay, added by a proxy between every client and the server:
+/// a 1 ms round trip, as between hosts in one datacenter, where the loopback's is mostly the
+/// server's own work.
+pub const NETWORK_ONE_WAY: std::time::Duration = std::time::Duration::from_micros(500);
+/// The contenders of the network scenarios' contended runs.
+pub const NETWORK_NS: [usize; 2] = [2, 8];
 const REAPER_MAX_PER_MINUTE: u64 = 600_000;
 
 /// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
@@ -78,7 +84,7 @@ struct Args {
     #[arg(long)]
     no_install: bool,
     /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
-    /// semaphore, scale, ensemble. The raw write round trip is always measured.
+    /// semaphore, scale, network, ensemble. The raw write round trip is always measured.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     only: Vec<String>,
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
@@ -131,6 +137,10 @@ enum Step {
     PerOrder(usize, Peer),
     Semaphore(usize),
     Scale(Peer),
+    NetworkStart,
+    NetworkRawWrite,
+    NetworkUncontended(usize, Peer),
+    NetworkContended(usize, usize, Peer),
     EnsembleStart,
     EnsembleWarmup(Peer),
     EnsembleUncontended(usize, Peer),
@@ -170,6 +180,17 @@ impl Plan {
         if self.runs("scale") {
             steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
         }
+        if self.runs("network") {
+            steps.extend([Step::NetworkStart, Step::NetworkRawWrite]);
+            for r in 0..self.repeats {
+                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkUncontended(r, p)));
+                for n in NETWORK_NS {
+                    steps.extend(
+                        LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkContended(r, n, p)),
+                    );
+                }
+            }
+        }
         if !self.runs("ensemble") {
             return steps;
         }
@@ -203,14 +224,17 @@ impl Plan {
         let warm = self.secs.min(1.0);
         match step {
             Step::Warmup(p) | Step::EnsembleWarmup(p) => warm + setup(p, 8),
-            Step::RawWrite => self.secs.min(3.0),
-            Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) => self.secs + setup(p, 1),
-            Step::Contended(_, n, p) => self.secs + setup(p, n),
+            Step::RawWrite | Step::NetworkRawWrite => self.secs.min(3.0),
+            Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) | Step::NetworkUncontended(_, p) => {
+                self.secs + setup(p, 1)
+            }
+            Step::Contended(_, n, p) | Step::NetworkContended(_, n, p) => self.secs + setup(p, n),
             Step::EnsembleContended(_, p) => self.secs + setup(p, self.ensemble_n),
             Step::ManyLocks(_, p) => self.secs + setup(p, 1),
             Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
             Step::Semaphore(_) => self.secs + setup(Peer::ZkRecipes, self.sem_contenders),
             Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
+            Step::NetworkStart => 0.1,
             Step::EnsembleStart => 8.0,
         }
     }
@@ -227,6 +251,12 @@ fn describe(step: Step, plan: &Plan) -> String {
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
         Step::Semaphore(r) => format!("semaphore · {} · {}", Peer::ZkRecipes.name(), rep(r)),
         Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
+        Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
+        Step::NetworkRawWrite => "raw create → delete loop, 1 ms network".into(),
+        Step::NetworkUncontended(r, p) => format!("1 ms network uncontended · {} · {}", p.name(), rep(r)),
+        Step::NetworkContended(r, n, p) => {
+            format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
+        }
         Step::EnsembleStart => "starting a 3-node ensemble".into(),
         Step::EnsembleWarmup(p) => format!("ensemble warm-up · {}", p.name()),
         Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
@@ -256,18 +286,24 @@ fn measured(
     Row {
         p50_us: us(stats::percentile(&mut lat, 50.0)),
         p99_us: us(stats::percentile(&mut lat, 99.0)),
-        packets_per_op: c.packets as f64 / ops,
+        packets_per_op: c.server.packets as f64 / ops,
         overlaps,
         cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
+        server_cpu_us_per_op: server_cpu_us(c.server, ops),
         ..Row::new(scenario, peer, n, repeat, c.holds.len() as f64 / c.secs)
     }
+}
+
+fn server_cpu_us(server: peers::ServerWork, ops: f64) -> f64 {
+    server.cpu_ns.map_or(f64::NAN, |ns| ns as f64 / 1000.0 / ops)
 }
 
 fn cycled(scenario: &'static str, peer: Peer, n: usize, repeat: usize, c: &peers::Cycles) -> Row {
     let ops = c.count.max(1) as f64;
     Row {
-        packets_per_op: c.packets as f64 / ops,
+        packets_per_op: c.server.packets as f64 / ops,
         cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
+        server_cpu_us_per_op: server_cpu_us(c.server, ops),
         ..Row::new(scenario, peer, n, repeat, c.count as f64 / c.secs)
     }
 }
@@ -338,16 +374,26 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         format!("/bench/{what}-{run_id}")
     };
     let mut ensemble: Option<ZkCluster> = None;
+    let mut proxy: Option<zk_testcluster::FaultProxy> = None;
+    let mut network_raw_p50 = 0;
 
     for step in steps {
         progress.step(&describe(step, &plan));
         let zk = || standalone.as_ref().ok_or_else(|| "the standalone server is gone".to_string());
         match step {
             Step::Warmup(peer) => {
-                peers::contend(zk()?, peer, 8, plan.secs.min(1.0), &path("warmup"), &scratch).await?;
+                peers::contend(
+                    &Target::direct(zk()?),
+                    peer,
+                    8,
+                    plan.secs.min(1.0),
+                    &path("warmup"),
+                    &scratch,
+                )
+                .await?;
             }
             Step::RawWrite => {
-                let mut raw = peers::raw_create_delete(zk()?, plan.secs.min(3.0)).await?;
+                let mut raw = peers::raw_create_delete(&Target::direct(zk()?), plan.secs.min(3.0)).await?;
                 raw_p50 = stats::percentile(&mut raw, 50.0);
                 rows.push(Row {
                     p50_us: us(raw_p50) / 2.0,
@@ -357,11 +403,13 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 });
             }
             Step::Uncontended(r, peer) => {
-                let c = peers::contend(zk()?, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                let t = Target::direct(zk()?);
+                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
                 rows.push(measured("uncontended", peer, 1, r, c, stats::cycles));
             }
             Step::Contended(r, n, peer) => {
-                let c = peers::contend(zk()?, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                let t = Target::direct(zk()?);
+                let c = peers::contend(&t, peer, n, plan.secs, &path("contended"), &scratch).await?;
                 rows.push(measured("contended", peer, n, r, c, stats::handoffs));
             }
             Step::ManyLocks(r, peer) => {
@@ -412,30 +460,70 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..Row::new("scale", peer, plan.scale_waiters, 0, plan.scale_waiters as f64 / s.drain_secs)
                 });
             }
+            Step::NetworkStart => {
+                let p = zk()?.proxy().map_err(|e| e.to_string())?;
+                p.set_latency(NETWORK_ONE_WAY);
+                proxy = Some(p);
+            }
+            Step::NetworkRawWrite => {
+                let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
+                let mut raw = peers::raw_create_delete(&t, plan.secs.min(3.0)).await?;
+                network_raw_p50 = stats::percentile(&mut raw, 50.0);
+                rows.push(Row {
+                    p50_us: us(network_raw_p50) / 2.0,
+                    p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
+                    ..Row::new(
+                        "network-raw-write",
+                        Peer::ZkRecipes,
+                        1,
+                        0,
+                        1e9 / network_raw_p50.max(1) as f64,
+                    )
+                });
+            }
+            Step::NetworkUncontended(r, peer) => {
+                let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
+                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                // The proxy's threads run in this process: its CPU is not the peers'.
+                let row = measured("network-uncontended", peer, 1, r, c, stats::cycles);
+                rows.push(Row { cpu_us_per_op: f64::NAN, ..row });
+            }
+            Step::NetworkContended(r, n, peer) => {
+                let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
+                let c = peers::contend(&t, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                let row = measured("network-contended", peer, n, r, c, stats::handoffs);
+                rows.push(Row { cpu_us_per_op: f64::NAN, ..row });
+            }
             Step::EnsembleStart => {
+                proxy = None;
                 // One cluster at a time: the standalone server's work is done.
                 standalone = None;
                 ensemble = Some(ZkCluster::start(server_config(3, 384)).await.map_err(|e| e.to_string())?);
             }
             Step::EnsembleWarmup(peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                peers::contend(ens, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
+                let t = Target::direct(ens);
+                peers::contend(&t, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
                     .await?;
             }
             Step::EnsembleUncontended(r, peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let c = peers::contend(ens, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                let c =
+                    peers::contend(&Target::direct(ens), peer, 1, plan.secs, &path("uncontended"), &scratch)
+                        .await?;
                 rows.push(measured("ensemble-uncontended", peer, 1, r, c, stats::cycles));
             }
             Step::EnsembleContended(r, peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let c = peers::contend(ens, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
+                let t = Target::direct(ens);
+                let c = peers::contend(&t, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
                     .await?;
                 rows.push(measured("ensemble-contended", peer, plan.ensemble_n, r, c, stats::handoffs));
             }
         }
     }
     progress.finish();
+    drop(proxy);
     drop(ensemble);
     drop(standalone);
     let _ = std::fs::remove_dir_all(&scratch);
@@ -467,8 +555,13 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     report::write_csv(&rows, &out.join("results.csv")).map_err(|e| e.to_string())?;
     let groups = Groups::of(&rows);
-    let context =
-        summary::Context { plan: &plan, raw_p50_ns: raw_p50, zk_version, reaper_ms: REAPER_INTERVAL_MS };
+    let context = summary::Context {
+        plan: &plan,
+        raw_p50_ns: raw_p50,
+        network_raw_p50_ns: network_raw_p50,
+        zk_version,
+        reaper_ms: REAPER_INTERVAL_MS,
+    };
     let text = summary::summarize(&groups, &context);
     std::fs::write(out.join("summary.md"), &text).map_err(|e| e.to_string())?;
     summary::plots(&groups, &plan, &out)?;

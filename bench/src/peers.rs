@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, LockOptions, LockPrefix};
-use zk_testcluster::ZkCluster;
+use zk_testcluster::{FaultProxy, ZkCluster};
 
 use crate::clock::{now_ns, process_cpu_ns, self_cpu_ns};
 use crate::driver::Driver;
@@ -67,7 +67,7 @@ impl Peer {
 pub struct Contended {
     pub secs: f64,
     pub holds: Vec<Hold>,
-    pub packets: i64,
+    pub server: ServerWork,
     /// User + system CPU time of the client process(es) during the run.
     pub cpu_ns: u64,
 }
@@ -81,13 +81,55 @@ pub async fn raw_connect(connect: &str) -> Result<Client, String> {
         .map_err(|e| format!("connect {connect}: {e}"))
 }
 
-/// Server packets (received + sent, `mntr`) summed over every node of the cluster.
-pub async fn packets(zk: &ZkCluster) -> Result<i64, String> {
-    let mut sum = 0;
-    for i in 0..zk.len() {
-        sum += zk.mntr(i).await.map_err(|e| e.to_string())?.packets();
+/// Where the peers connect: a cluster, directly or through a proxy that delays every byte (a
+/// network between the clients and the servers). The server-side counters are the cluster's.
+pub struct Target<'a> {
+    pub zk: &'a ZkCluster,
+    pub connect: String,
+}
+
+impl<'a> Target<'a> {
+    pub fn direct(zk: &'a ZkCluster) -> Target<'a> {
+        Target { zk, connect: zk.connect_string() }
     }
-    Ok(sum)
+
+    pub fn through(zk: &'a ZkCluster, proxy: &FaultProxy) -> Target<'a> {
+        Target { zk, connect: proxy.connect_string() }
+    }
+}
+
+/// The servers' side of a run: packets (received + sent, `mntr`) and CPU time (user + system of
+/// every node's JVM, `None` when a node's process can't be read), summed over every node.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServerWork {
+    pub packets: i64,
+    pub cpu_ns: Option<u64>,
+}
+
+impl ServerWork {
+    /// The cluster's counters now.
+    pub async fn read(zk: &ZkCluster) -> Result<ServerWork, String> {
+        let mut packets = 0;
+        for i in 0..zk.len() {
+            packets += zk.mntr(i).await.map_err(|e| e.to_string())?.packets();
+        }
+        let pids = zk.pids();
+        let cpu_ns = if pids.len() == zk.len() {
+            pids.iter().map(|&pid| process_cpu_ns(pid)).sum::<Option<u64>>()
+        } else {
+            None
+        };
+        Ok(ServerWork { packets, cpu_ns })
+    }
+
+    /// The work done since `self` was read.
+    pub async fn since(self, zk: &ZkCluster) -> Result<ServerWork, String> {
+        let now = ServerWork::read(zk).await?;
+        Ok(ServerWork {
+            packets: now.packets - self.packets,
+            cpu_ns: now.cpu_ns.zip(self.cpu_ns).map(|(a, b)| a.saturating_sub(b)),
+        })
+    }
 }
 
 /// How a contender reaches ZooKeeper: a session of ours, or a raw client for the other peers.
@@ -174,7 +216,7 @@ async fn contender(
 
 /// N contenders on one lock for `secs`.
 pub async fn contend(
-    zk: &ZkCluster,
+    target: &Target<'_>,
     peer: Peer,
     n: usize,
     secs: f64,
@@ -182,8 +224,8 @@ pub async fn contend(
     scratch: &Path,
 ) -> Result<Contended, String> {
     match peer {
-        Peer::Curator | Peer::Kazoo => contend_in_driver(zk, peer, n, secs, path, scratch).await,
-        _ => contend_here(zk, peer, n, secs, path).await,
+        Peer::Curator | Peer::Kazoo => contend_in_driver(target, peer, n, secs, path, scratch).await,
+        _ => contend_here(target, peer, n, secs, path).await,
     }
 }
 
@@ -197,23 +239,23 @@ async fn drained(probe: &Client, path: &str) {
 }
 
 async fn contend_here(
-    zk: &ZkCluster,
+    target: &Target<'_>,
     peer: Peer,
     n: usize,
     secs: f64,
     path: &str,
 ) -> Result<Contended, String> {
-    let connect = zk.connect_string();
-    let probe = raw_connect(&connect).await?;
+    let zk = target.zk;
+    let probe = raw_connect(&zk.connect_string()).await?;
     let mut sessions = Vec::with_capacity(n);
     for _ in 0..n {
-        sessions.push(session_for(peer, &connect).await?);
+        sessions.push(session_for(peer, &target.connect).await?);
     }
     if peer == Peer::Naive {
         let _ = probe.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await;
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let before = packets(zk).await?;
+    let before = ServerWork::read(zk).await?;
     let cpu_before = self_cpu_ns();
     let started = now_ns();
     let tasks: Vec<_> = sessions
@@ -229,8 +271,8 @@ async fn contend_here(
     let secs = (now_ns() - started) as f64 / 1e9;
     drained(&probe, path).await;
     let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
-    let packets = packets(zk).await? - before;
-    Ok(Contended { secs, holds, packets, cpu_ns })
+    let server = before.since(zk).await?;
+    Ok(Contended { secs, holds, server, cpu_ns })
 }
 
 fn driver(peer: Peer, args: &[&str]) -> Result<Driver, String> {
@@ -247,19 +289,20 @@ fn driver_cpu(d: &Driver) -> Result<u64, String> {
 }
 
 async fn contend_in_driver(
-    zk: &ZkCluster,
+    target: &Target<'_>,
     peer: Peer,
     n: usize,
     secs: f64,
     path: &str,
     scratch: &Path,
 ) -> Result<Contended, String> {
+    let zk = target.zk;
     let out = scratch.join(format!("{}-{n}.holds", peer.short()));
-    let connect = zk.connect_string();
+    let connect = &target.connect;
     let (n_s, out_s) = (n.to_string(), out.display().to_string());
-    let mut d = driver(peer, &["contend", &connect, path, &n_s, "0", &out_s, SESSION_MS])?;
+    let mut d = driver(peer, &["contend", connect, path, &n_s, "0", &out_s, SESSION_MS])?;
     tokio::task::block_in_place(|| d.expect("READY"))?;
-    let before = packets(zk).await?;
+    let before = ServerWork::read(zk).await?;
     let cpu_before = driver_cpu(&d)?;
     let started = now_ns();
     d.say("go");
@@ -268,7 +311,7 @@ async fn contend_in_driver(
     tokio::task::block_in_place(|| d.expect("DONE"))?;
     let secs = (now_ns() - started) as f64 / 1e9;
     let cpu_ns = driver_cpu(&d)?.saturating_sub(cpu_before);
-    let packets = packets(zk).await? - before;
+    let server = before.since(zk).await?;
     tokio::task::block_in_place(|| d.finish())?;
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let holds = text
@@ -276,12 +319,12 @@ async fn contend_in_driver(
         .filter_map(|l| l.split_once(' '))
         .filter_map(|(a, r)| Some((a.parse().ok()?, r.parse().ok()?)))
         .collect();
-    Ok(Contended { secs, holds, packets, cpu_ns })
+    Ok(Contended { secs, holds, server, cpu_ns })
 }
 
 /// The cost of one write round trip: a raw create → delete loop on one node. Returns cycles.
-pub async fn raw_create_delete(zk: &ZkCluster, secs: f64) -> Result<Vec<u64>, String> {
-    let client = raw_connect(&zk.connect_string()).await?;
+pub async fn raw_create_delete(target: &Target<'_>, secs: f64) -> Result<Vec<u64>, String> {
+    let client = raw_connect(&target.connect).await?;
     let node = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     let end = now_ns() + (secs * 1e9) as u64;
     let mut cycles = Vec::new();
@@ -298,7 +341,7 @@ pub async fn raw_create_delete(zk: &ZkCluster, secs: f64) -> Result<Vec<u64>, St
 pub struct Cycles {
     pub count: u64,
     pub secs: f64,
-    pub packets: i64,
+    pub server: ServerWork,
     pub cpu_ns: u64,
 }
 
@@ -324,17 +367,17 @@ pub async fn cycle_locks(
         let (l, t, s) = (locks.to_string(), tasks.to_string(), secs.to_string());
         let mut d = driver(peer, &["many", &connect, prefix, &l, &t, &s, SESSION_MS])?;
         tokio::task::block_in_place(|| d.expect("READY"))?;
-        let before = packets(zk).await?;
+        let before = ServerWork::read(zk).await?;
         let cpu_before = driver_cpu(&d)?;
         let started = now_ns();
         d.say("go");
         let line = tokio::task::block_in_place(|| d.expect("COUNT"))?;
         let secs = (now_ns() - started) as f64 / 1e9;
         let cpu_ns = driver_cpu(&d)?.saturating_sub(cpu_before);
-        let packets = packets(zk).await? - before;
+        let server = before.since(zk).await?;
         tokio::task::block_in_place(|| d.finish())?;
         let count = line.trim_start_matches("COUNT ").parse().map_err(|_| format!("bad line {line}"))?;
-        return Ok(Cycles { count, secs, packets, cpu_ns });
+        return Ok(Cycles { count, secs, server, cpu_ns });
     }
     let session = match session_for(peer, &connect).await? {
         Session::Ours(h) => Ok(h),
@@ -342,7 +385,7 @@ pub async fn cycle_locks(
     };
     let session = Arc::new(session);
     let count = Arc::new(AtomicU64::new(0));
-    let before = packets(zk).await?;
+    let before = ServerWork::read(zk).await?;
     let cpu_before = self_cpu_ns();
     let started = now_ns();
     let end = started + (secs * 1e9) as u64;
@@ -379,8 +422,8 @@ pub async fn cycle_locks(
     }
     let secs = (now_ns() - started) as f64 / 1e9;
     let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
-    let packets = packets(zk).await? - before;
-    Ok(Cycles { count: count.load(Ordering::Relaxed), secs, packets, cpu_ns })
+    let server = before.since(zk).await?;
+    Ok(Cycles { count: count.load(Ordering::Relaxed), secs, server, cpu_ns })
 }
 
 /// Creates the lock paths `{prefix}/l{i}`, `i < locks`, as PERSISTENT nodes: many long-lived
@@ -434,7 +477,7 @@ pub async fn semaphore(
         sessions.push(ours::connect(&connect, SESSION).await?);
     }
     let stop = Arc::new(AtomicBool::new(false));
-    let before = packets(zk).await?;
+    let before = ServerWork::read(zk).await?;
     let cpu_before = self_cpu_ns();
     let started = now_ns();
     let tasks: Vec<_> = sessions
@@ -464,8 +507,8 @@ pub async fn semaphore(
     }
     let secs = (now_ns() - started) as f64 / 1e9;
     let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
-    let packets = packets(zk).await? - before;
-    Ok(Contended { secs, holds, packets, cpu_ns })
+    let server = before.since(zk).await?;
+    Ok(Contended { secs, holds, server, cpu_ns })
 }
 
 /// What the scale scenario measured.

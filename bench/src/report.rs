@@ -29,6 +29,8 @@ pub struct Row {
     pub extra: f64,
     /// User + system CPU time of the client process per operation, µs.
     pub cpu_us_per_op: f64,
+    /// User + system CPU time of the servers (every node's JVM) per operation, µs.
+    pub server_cpu_us_per_op: f64,
     /// `per-order`: nodes under the run's parent when the run ended.
     pub left_at_end: f64,
     /// `per-order`: nodes under the run's parent once the container reaper is done (or gave up).
@@ -52,6 +54,7 @@ impl Row {
             overlaps: 0,
             extra: f64::NAN,
             cpu_us_per_op: f64::NAN,
+            server_cpu_us_per_op: f64::NAN,
             left_at_end: f64::NAN,
             left_after_reaper: f64::NAN,
             reaper_secs: f64::NAN,
@@ -70,12 +73,12 @@ fn csv_num(x: f64, decimals: usize) -> String {
 pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
     let mut out = String::from(
         "scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
-         cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs\n",
+         cpu_us_per_op,server_cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scenario,
             r.peer.short(),
             r.n,
@@ -87,6 +90,7 @@ pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
             r.overlaps,
             csv_num(r.extra, 1),
             csv_num(r.cpu_us_per_op, 2),
+            csv_num(r.server_cpu_us_per_op, 2),
             csv_num(r.left_at_end, 0),
             csv_num(r.left_after_reaper, 0),
             csv_num(r.reaper_secs, 2),

@@ -10,6 +10,8 @@ use crate::Plan;
 pub struct Context<'a> {
     pub plan: &'a Plan,
     pub raw_p50_ns: u64,
+    /// The raw create → delete cycle through the network scenarios' proxy (0 when not run).
+    pub network_raw_p50_ns: u64,
     pub zk_version: String,
     pub reaper_ms: u64,
 }
@@ -40,6 +42,15 @@ fn lines(plan: &Plan) -> Vec<Line> {
         "per-order",
         plan.order_tasks,
     ));
+    v.push(line("1 ms network: uncontended cycle".into(), "net uncont.", "network-uncontended", 1));
+    for n in crate::NETWORK_NS {
+        v.push(line(
+            format!("1 ms network: contended handoff, N = {n}"),
+            &format!("net N={n}"),
+            "network-contended",
+            n,
+        ));
+    }
     v.push(line("3-node ensemble: uncontended cycle".into(), "ens. uncont.", "ensemble-uncontended", 1));
     v.push(line(
         format!("3-node ensemble: contended handoff, N = {}", plan.ensemble_n),
@@ -164,6 +175,15 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         s,
         "- raw `zookeeper-client` create → delete on one node: {raw_rt_us:.0} µs per write round trip (p50)"
     );
+    if cx.network_raw_p50_ns > 0 {
+        let _ = writeln!(
+            s,
+            "- \"1 ms network\" rows: every client reaches the standalone server through a proxy that \
+             delays each byte {} µs each way; raw write round trip through it: {:.0} µs (p50)",
+            crate::NETWORK_ONE_WAY.as_micros(),
+            cx.network_raw_p50_ns as f64 / 2000.0
+        );
+    }
     let _ =
         writeln!(s, "- every cell: the median over the repeats, and (min–max) when there was more than one");
     for (p, why) in &plan.skipped {
@@ -195,12 +215,22 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         |r| r.cpu_us_per_op,
         1,
     );
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Server CPU per operation, µs (user + system of every node's JVM)",
+        |r| r.server_cpu_us_per_op,
+        1,
+    );
     let _ = writeln!(
         s,
         "\nCPU: `getrusage(RUSAGE_SELF)` of the bench process for the peers that run in it (zk-recipes, \
          LockClient, naive); `utime + stime` from `/proc/<pid>/stat` of the driver process for Curator \
          (a JVM) and kazoo (CPython), over the same measured window. Each includes its runtime (JIT, GC, \
-         interpreter) and the peer's own bookkeeping of holds."
+         interpreter) and the peer's own bookkeeping of holds. The client's CPU is not shown for the \
+         1 ms network rows: the proxy's threads run in the bench process. Server CPU: `utime + stime` \
+         of every ZooKeeper process from `/proc/<pid>/stat` (10 ms ticks) over the same window."
     );
 
     let _ = writeln!(s, "\n### Ratios: zk-recipes ÷ each peer (operations per second, medians)\n");
@@ -290,6 +320,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     }
 
     targets(&mut s, groups, plan, raw_rt_us);
+    network_targets(&mut s, groups, cx.network_raw_p50_ns as f64 / 2000.0);
     s
 }
 
@@ -372,6 +403,48 @@ fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
     }
     if let Some(p) = ours("semaphore", plan.sem_contenders, |r| r.packets_per_op) {
         let _ = writeln!(s, "- semaphore packets per release (reported, no target): {p:.1}");
+    }
+}
+
+/// The same targets where a round trip is the network's (the 1 ms network rows).
+fn network_targets(s: &mut String, groups: &Groups, raw_rt_us: f64) {
+    let rate = |peer: Peer, sc: &str, n: usize| groups.median(sc, n, peer, |r| r.rate);
+    let lc = rate(Peer::LockClient, "network-uncontended", 1);
+    for (peer, what) in [(Peer::ZkRecipes, "release awaited"), (Peer::ZkRecipesDrop, "guard dropped")] {
+        if let (Some(a), Some(b)) = (rate(peer, "network-uncontended", 1), lc) {
+            let _ = writeln!(
+                s,
+                "- 1 ms network: uncontended ≥ 1.2× LockClient ({what}): {:.2}× — {}",
+                a / b,
+                verdict(a / b >= 1.2)
+            );
+        }
+    }
+    for n in crate::NETWORK_NS {
+        if let (Some(a), Some(b)) =
+            (rate(Peer::ZkRecipes, "network-contended", n), rate(Peer::LockClient, "network-contended", n))
+        {
+            let _ = writeln!(
+                s,
+                "- 1 ms network: contended N = {n} ≥ 1.2× LockClient: {:.2}× — {}",
+                a / b,
+                verdict(a / b >= 1.2)
+            );
+        }
+    }
+    let p50s: Vec<(usize, f64)> = crate::NETWORK_NS
+        .iter()
+        .filter_map(|&n| Some((n, groups.median("network-contended", n, Peer::ZkRecipes, |r| r.p50_us)?)))
+        .collect();
+    if raw_rt_us > 0.0 && !p50s.is_empty() {
+        let list: Vec<String> = p50s.iter().map(|(n, p)| format!("N={n}: {:.1}×", p / raw_rt_us)).collect();
+        let max = p50s.iter().map(|(_, p)| p / raw_rt_us).fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "- 1 ms network: handoff p50 ≤ 2× the raw write round trip through the proxy: {} — {}",
+            list.join(", "),
+            verdict(max <= 2.0)
+        );
     }
 }
 

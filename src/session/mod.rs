@@ -8,6 +8,7 @@
 
 mod conn;
 mod listeners;
+mod nodelay;
 mod state;
 mod supervisor;
 
@@ -135,7 +136,7 @@ impl Session {
     /// # Cancel safety
     /// Cancel-safe: dropping the future abandons the attempt.
     pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Session> {
-        let client = open_client(connect, options).await?;
+        let opened = open_client(connect, options).await?;
         let (status, _) = watch::channel(SessionStatus { state: ConnectionState::Connected, generation: 1 });
         let (events, _) = broadcast::channel(64);
         let (closing, _) = watch::channel(false);
@@ -155,11 +156,12 @@ impl Session {
             parent_hint: Default::default(),
             supervisor: Mutex::new(None),
         });
-        let conn = shared.install(client, 1);
+        let conn = shared.install(opened.client, 1);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
         crate::metrics::session(ConnectionState::Connected, 1);
-        let task = tokio::spawn(supervisor::run(shared.clone(), conn));
+        shared.nodelay(&opened.servers);
+        let task = tokio::spawn(supervisor::run(shared.clone(), conn, opened.servers));
         *lock(&shared.supervisor) = Some(task);
         Ok(Session { handle: Arc::new(Handle { shared }) })
     }
@@ -291,6 +293,14 @@ impl Shared {
         let conn = Conn::new(client, generation, self);
         *lock(&self.current) = Some(conn.clone());
         conn
+    }
+
+    /// Turns Nagle off on the connections to `servers`, unless the options say not to.
+    pub(super) fn nodelay(&self, servers: &[std::net::SocketAddr]) {
+        if self.options.tcp_nodelay {
+            let sockets = nodelay::apply(servers);
+            tracing::debug!(sockets, "TCP_NODELAY on the connections to the session's servers");
+        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {

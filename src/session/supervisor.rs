@@ -1,6 +1,7 @@
 //! The task behind a [`super::Session`]: it follows the raw client's states, keeps the last
 //! contact fresh, starts a new session after an expiry, and closes.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use tokio::task::JoinHandle;
 use zookeeper_client::SessionState;
 
 use super::{lock, Conn, ConnectionState, Shared};
-use crate::connect::open_client;
+use crate::connect::{open_client, Opened};
 
 /// How one generation ended.
 enum Ended {
@@ -18,11 +19,11 @@ enum Ended {
 }
 
 /// Runs until the session is closed.
-pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
+pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut servers: Arc<[SocketAddr]>) {
     let mut closing = shared.closing.subscribe();
     loop {
         let generation = conn.generation;
-        if let Ended::Closed = serve(&shared, &conn, &mut closing).await {
+        if let Ended::Closed = serve(&shared, &conn, &servers, &mut closing).await {
             break;
         }
         tracing::warn!(
@@ -35,8 +36,10 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
         drop(conn);
         shared.publish(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
-            Some(client) => {
-                conn = shared.install(client, generation + 1);
+            Some(opened) => {
+                servers = opened.servers;
+                conn = shared.install(opened.client, generation + 1);
+                shared.nodelay(&servers);
                 tracing::info!(
                     generation = generation + 1,
                     session = format_args!("{:#x}", conn.client.session_id().0),
@@ -50,8 +53,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn) {
     finish_close(&shared).await;
 }
 
-/// Follows one generation until it expires or the session is closed.
-async fn serve(shared: &Arc<Shared>, conn: &Conn, closing: &mut watch::Receiver<bool>) -> Ended {
+/// Follows one generation until it expires or the session is closed. Each connection of the
+/// generation gets Nagle turned off (a reconnection opens a new socket).
+async fn serve(
+    shared: &Arc<Shared>,
+    conn: &Conn,
+    servers: &[SocketAddr],
+    closing: &mut watch::Receiver<bool>,
+) -> Ended {
     let mut states = conn.client.state_watcher();
     let mut suspended = false;
     // The client pings after 3/20 of the timeout of idleness; our own beat, every fifth of the
@@ -61,7 +70,13 @@ async fn serve(shared: &Arc<Shared>, conn: &Conn, closing: &mut watch::Receiver<
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut beat: Option<JoinHandle<()>> = None;
     let mut state = states.state();
+    // The generation's first connection had Nagle turned off where it was opened.
+    let mut changed = false;
     let ended = loop {
+        if changed && matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
+            shared.nodelay(servers);
+        }
+        changed = false;
         match state {
             SessionState::Disconnected if !suspended => {
                 suspended = true;
@@ -76,7 +91,10 @@ async fn serve(shared: &Arc<Shared>, conn: &Conn, closing: &mut watch::Receiver<
         }
         tokio::select! {
             _ = closing.wait_for(|c| *c) => break Ended::Closed,
-            next = states.changed() => state = next,
+            next = states.changed() => {
+                state = next;
+                changed = true;
+            }
             _ = tick.tick() => {
                 if beat.as_ref().is_none_or(|b| b.is_finished()) {
                     beat = Some(heartbeat(conn));
@@ -111,17 +129,14 @@ fn is_session_end(e: &zookeeper_client::Error) -> bool {
 }
 
 /// Starts a new session, backing off between failed attempts; `None` once closed.
-async fn renew(
-    shared: &Arc<Shared>,
-    closing: &mut watch::Receiver<bool>,
-) -> Option<zookeeper_client::Client> {
+async fn renew(shared: &Arc<Shared>, closing: &mut watch::Receiver<bool>) -> Option<Opened> {
     let (initial, max) = shared.options.backoff;
     let mut delay = initial;
     loop {
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
             opened = open_client(&shared.connect, &shared.options) => match opened {
-                Ok(client) => return Some(client),
+                Ok(opened) => return Some(opened),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },
         }

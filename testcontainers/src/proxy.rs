@@ -11,7 +11,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::HarnessError;
 
@@ -227,7 +227,24 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
 }
 
 /// Copies bytes one way until either side closes, honouring blackhole and latency.
-fn pipe(mut from: TcpStream, mut to: TcpStream, to_client: bool, id: u64, shared: Arc<Shared>) {
+///
+/// Latency is a delay line, as a network's is: each chunk is stamped when read and written
+/// `latency` later by a writer thread, in order. Chunks in flight do not wait for each other, so
+/// pipelined requests keep their pipelining (a sleep per chunk in the reading thread would
+/// serialize them and add the latency once per chunk).
+fn pipe(mut from: TcpStream, to: TcpStream, to_client: bool, id: u64, shared: Arc<Shared>) {
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    let writer = {
+        let shared = shared.clone();
+        let from = from.try_clone();
+        std::thread::Builder::new()
+            .name("zk-proxy-write".into())
+            .spawn(move || deliver(rx, to, from.ok(), to_client, id, shared))
+    };
+    if writer.is_err() {
+        let _ = from.shutdown(Shutdown::Both);
+        return;
+    }
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // Hold back before reading too, so that a blackholed proxy does not even drain the
@@ -240,14 +257,70 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, to_client: bool, id: u64, shared
             Err(_) => break,
         };
         let latency = shared.pass(to_client);
-        if !latency.is_zero() {
-            std::thread::sleep(latency);
-        }
-        if to.write_all(&buf[..n]).is_err() {
+        if tx.send((Instant::now() + latency, buf[..n].to_vec())).is_err() {
             break;
         }
     }
-    let _ = from.shutdown(Shutdown::Both);
+    // Dropping `tx` lets the writer deliver what is in flight, then close both sides.
+}
+
+/// The writing end of [`pipe`]: writes each chunk when it is due (and not blackholed), then
+/// closes both sockets once the reader is done or the destination fails.
+fn deliver(
+    rx: std::sync::mpsc::Receiver<(Instant, Vec<u8>)>,
+    mut to: TcpStream,
+    from: Option<TcpStream>,
+    to_client: bool,
+    id: u64,
+    shared: Arc<Shared>,
+) {
+    for (due, chunk) in rx.iter() {
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        // A blackhole that started while the chunk was in flight holds it too.
+        shared.pass(to_client);
+        if to.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    if let Some(from) = from {
+        let _ = from.shutdown(Shutdown::Both);
+    }
     let _ = to.shutdown(Shutdown::Both);
     shared.lock().live.retain(|(i, _, _)| *i != id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An echo server on a free loopback port, for one connection.
+    fn echo() -> SocketAddr {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut back = conn.try_clone().unwrap();
+            let _ = std::io::copy(&mut conn, &mut back);
+        });
+        addr
+    }
+
+    #[test]
+    fn a_delayed_burst_arrives_whole_and_in_order() {
+        let proxy = FaultProxy::start(&[echo()]).unwrap();
+        proxy.set_latency(Duration::from_millis(20));
+        let mut conn = TcpStream::connect(proxy.addrs[0]).unwrap();
+        conn.set_nodelay(true).unwrap();
+        // Many small writes in a row: each may be its own chunk in flight at once.
+        let sent: Vec<u8> = (0..2000u32).flat_map(|i| i.to_be_bytes()).collect();
+        for piece in sent.chunks(16) {
+            conn.write_all(piece).unwrap();
+        }
+        let mut got = vec![0u8; sent.len()];
+        conn.read_exact(&mut got).unwrap();
+        assert_eq!(got, sent);
+    }
 }
