@@ -406,18 +406,25 @@ impl Queue {
         // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
         let mut seen = std::collections::HashMap::new();
         loop {
-            let (queue, me, decision) = self.decide(entry, rule, &children)?;
-            let watched: Vec<String> = match decision {
-                Decision::Proceed => {
-                    tracing::debug!(position = me, "admitted");
-                    return self.admitted(entry, rule, &queue, me).await;
-                }
-                Decision::Wait { on, .. } => vec![self.root.child(&queue[on].name)],
-                Decision::WaitAny { upto } => {
-                    queue[..upto].iter().map(|n| self.root.child(&n.name)).collect()
-                }
+            let (watched, decision) = {
+                let (queue, me, decision) = self.decide(entry, rule, &children)?;
+                let watched: Vec<String> = match decision {
+                    Decision::Proceed => {
+                        tracing::debug!(position = me, "admitted");
+                        return self.admitted(entry, rule, &queue, me).await;
+                    }
+                    Decision::Wait { on, .. } => vec![self.root.child(&queue[on].name)],
+                    Decision::WaitAny { upto } => {
+                        queue[..upto].iter().map(|n| self.root.child(&n.name)).collect()
+                    }
+                };
+                tracing::debug!(position = me, watching = watched.len(), "waiting");
+                (watched, decision)
             };
-            tracing::debug!(position = me, watching = watched.len(), "waiting");
+            // A waiter keeps only what it watches: with many waiters in one process, each
+            // keeping its listing (and the queue parsed from it) would cost memory quadratic in
+            // the queue's length (`tests/memory.rs`).
+            drop(std::mem::take(&mut children));
             if let Decision::Wait { then_proceed: true, .. } = decision {
                 if entry.own_event.is_none() {
                     // Sent before the watch on the node ahead: see below.
