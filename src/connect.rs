@@ -1,7 +1,6 @@
 //! Connecting with typed errors, a bounded wait, credentials and chroot handling.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
@@ -44,7 +43,7 @@ impl ConnectOptions {
     /// A session timeout (the server clamps it to its `[minSessionTimeout, maxSessionTimeout]`,
     /// by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
     /// after an expiry backs off from 50 ms up to 5 s; Nagle's algorithm off on the
-    /// connections (see [`ConnectOptions::tcp_nodelay`]).
+    /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]).
     pub fn new(session_timeout: Duration) -> ConnectOptions {
         ConnectOptions {
             session_timeout,
@@ -97,19 +96,29 @@ impl ConnectOptions {
     /// create) would go a round trip apart.
     ///
     /// The client crate gives no access to its socket, so the session sets the option after
-    /// each connection on this process's TCP sockets connected to one of its servers (found
-    /// through `/proc/self/fd`): another client of the same servers in this process gets it
-    /// too. Linux only; elsewhere this does nothing.
+    /// each connection (the first, every reconnection, a new session after an expiry) on this
+    /// process's TCP sockets connected to one of its servers, as their hosts resolve at that
+    /// moment (the sockets are found through `/proc/self/fd`). So another client of the same
+    /// servers in this process gets it too, and `false` here does not stop another session
+    /// with the option on from setting it on this one's connections to the same servers. Linux
+    /// only; elsewhere this does nothing.
     pub fn tcp_nodelay(mut self, on: bool) -> ConnectOptions {
         self.tcp_nodelay = on;
         self
     }
 }
 
-/// A raw client just opened, and the addresses its servers resolved to.
-pub(crate) struct Opened {
-    pub client: Client,
-    pub servers: Arc<[SocketAddr]>,
+/// Every address the hosts of `connect` resolve to now (hosts that do not resolve are left out).
+/// Blocking: it asks the system resolver.
+pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let (servers, _) = split_chroot(connect);
+    servers
+        .split(',')
+        .filter_map(host_port)
+        .filter_map(|(host, port)| (host.as_str(), port).to_socket_addrs().ok())
+        .flatten()
+        .collect()
 }
 
 /// Opens one raw client with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked
@@ -128,11 +137,10 @@ pub(crate) struct Opened {
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
-pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Opened> {
+pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
     let (servers, chroot) = split_chroot(connect);
-    let (client, servers) = open(servers, options, connect).await?;
-    let client = in_chroot(client, chroot, options).await?;
-    Ok(Opened { client, servers: servers.into() })
+    let client = open(servers, options, connect).await?;
+    in_chroot(client, chroot, options).await
 }
 
 /// The client, moved into `chroot` (checked, or created when the options say so).
@@ -168,7 +176,7 @@ fn split_chroot(connect: &str) -> (&str, Option<&str>) {
     }
 }
 
-async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<(Client, Vec<SocketAddr>)> {
+async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Client> {
     let bound = options.session_timeout.saturating_mul(2).max(Duration::from_secs(2));
     let mut connector = Client::connector().with_session_timeout(options.session_timeout);
     for (scheme, credentials) in &options.auth {
@@ -184,19 +192,17 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<(C
         None => false,
     };
     let connecting = async move {
-        let addresses = resolve_any(servers, shown).await?;
+        resolve_any(servers, shown).await?;
         #[cfg(feature = "tls")]
         if secure {
             return connector
                 .secure_connect(servers)
                 .await
-                .map(|client| (client, addresses))
                 .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() });
         }
         connector
             .connect(servers)
             .await
-            .map(|client| (client, addresses))
             .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() })
     };
     match tokio::time::timeout(bound, connecting).await {
@@ -209,20 +215,20 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<(C
 /// unresolvable host until the deadline and then reports only a timeout. As ZooKeeper's own
 /// client does, an ensemble goes on while one of its hosts resolves (each host that does not is
 /// logged as a warning); [`Error::Resolve`] when none does. Addresses the client crate would
-/// refuse are left for it to report. Returns every address the hosts resolved to.
-async fn resolve_any(servers: &str, shown: &str) -> Result<Vec<SocketAddr>> {
+/// refuse are left for it to report.
+async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
     let hosts: Vec<(String, u16)> = servers.split(',').filter_map(host_port).collect();
     if hosts.is_empty() {
-        return Ok(Vec::new());
+        return Ok(());
     }
     let lookups = tokio::task::spawn_blocking(move || {
         use std::net::ToSocketAddrs;
         hosts
             .into_iter()
-            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(Vec::from_iter) {
-                Ok(found) if !found.is_empty() => (host, Ok(found)),
-                Ok(_) => (host, Err("no address".to_string())),
-                Err(e) => (host, Err(e.to_string())),
+            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
+                Ok(Some(_)) => (host, None),
+                Ok(None) => (host, Some("no address".to_string())),
+                Err(e) => (host, Some(e.to_string())),
             })
             .collect::<Vec<_>>()
     })
@@ -232,22 +238,16 @@ async fn resolve_any(servers: &str, shown: &str) -> Result<Vec<SocketAddr>> {
         host: servers.to_string(),
         reason: e.to_string(),
     })?;
-    let mut addresses = Vec::new();
-    let mut failures = Vec::new();
-    for (host, outcome) in lookups {
-        match outcome {
-            Ok(found) => addresses.extend(found),
-            Err(reason) => failures.push((host, reason)),
-        }
-    }
-    if addresses.is_empty() {
-        let (host, reason) = failures.swap_remove(0);
+    let resolved = lookups.iter().any(|(_, failure)| failure.is_none());
+    let mut failures = lookups.into_iter().filter_map(|(host, failure)| Some((host, failure?)));
+    if !resolved {
+        let (host, reason) = failures.next().expect("a host that failed to resolve");
         return Err(Error::Resolve { connect: shown.to_string(), host, reason });
     }
     for (host, reason) in failures {
         tracing::warn!(connect = shown, %host, %reason, "a host of the connect string does not resolve; using the others");
     }
-    Ok(addresses)
+    Ok(())
 }
 
 /// One server's host and port as the client crate reads them (`host`, `host:port`,

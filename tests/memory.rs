@@ -57,7 +57,8 @@ async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> 
             tokio::spawn(async move { mutex.acquire().await?.release().await })
         })
         .collect();
-    // Each waiter watches the node ahead of it once it has listed the queue and parsed it.
+    // Each waiter watches the node ahead of it once it has listed the queue and parsed it: n
+    // paths, one watch each (the first waiter's watch on its own node, if any, adds one).
     eventually("every waiter watching", || async { total_watches(zk).await >= watches + n }).await;
     let queued = LIVE.load(Ordering::Relaxed);
     holder.release().await.unwrap();
@@ -75,7 +76,9 @@ async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> 
 async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     const SHORT: usize = 100;
     const LONG: usize = 400;
-    let zk = standalone().await;
+    // Not `common::standalone()`: it installs a tracing subscriber, whose captured output
+    // would allocate during the count when RUST_LOG is set.
+    let zk = ZkCluster::standalone().await.expect("standalone");
     let s = session(&zk.connect_string()).await;
     // First a long queue, so that the session's buffers and maps have grown to the size a
     // long queue needs before anything is counted.

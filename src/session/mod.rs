@@ -22,7 +22,7 @@ use zookeeper_client::Client;
 pub(crate) use self::conn::Conn;
 pub(crate) use self::listeners::{Listener, Registration};
 pub use self::state::{ConnectionState, SessionStatus};
-use crate::connect::{open_client, ConnectOptions};
+use crate::connect::{open_client, server_addresses, ConnectOptions};
 use crate::error::{Error, Result};
 
 /// A self-healing ZooKeeper session: connect one, build every recipe from it, share it (it is
@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     events: broadcast::Sender<SessionStatus>,
     closing: watch::Sender<bool>,
     closed: AtomicBool,
+    /// Whether a scan for our connections found none (said once; see `Shared::nodelay`).
+    nodelay_missed: AtomicBool,
     /// The generation and send time of our latest answered request.
     contact: Mutex<(u64, Option<Instant>)>,
     /// The same send time, as a channel (`None` between sessions).
@@ -136,7 +138,7 @@ impl Session {
     /// # Cancel safety
     /// Cancel-safe: dropping the future abandons the attempt.
     pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Session> {
-        let opened = open_client(connect, options).await?;
+        let client = open_client(connect, options).await?;
         let (status, _) = watch::channel(SessionStatus { state: ConnectionState::Connected, generation: 1 });
         let (events, _) = broadcast::channel(64);
         let (closing, _) = watch::channel(false);
@@ -148,6 +150,7 @@ impl Session {
             events,
             closing,
             closed: AtomicBool::new(false),
+            nodelay_missed: AtomicBool::new(false),
             contact: Mutex::new((1, None)),
             contacts: watch::channel(None).0,
             timeout_ms: AtomicU64::new(0),
@@ -156,12 +159,13 @@ impl Session {
             parent_hint: Default::default(),
             supervisor: Mutex::new(None),
         });
-        let conn = shared.install(opened.client, 1);
+        let conn = shared.install(client, 1);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
         crate::metrics::session(ConnectionState::Connected, 1);
-        shared.nodelay(&opened.servers);
-        let task = tokio::spawn(supervisor::run(shared.clone(), conn, opened.servers));
+        let states = conn.client.state_watcher();
+        shared.nodelay().await;
+        let task = tokio::spawn(supervisor::run(shared.clone(), conn, states));
         *lock(&shared.supervisor) = Some(task);
         Ok(Session { handle: Arc::new(Handle { shared }) })
     }
@@ -295,10 +299,23 @@ impl Shared {
         conn
     }
 
-    /// Turns Nagle off on the connections to `servers`, unless the options say not to.
-    pub(super) fn nodelay(&self, servers: &[std::net::SocketAddr]) {
-        if self.options.tcp_nodelay {
-            let sockets = nodelay::apply(servers);
+    /// Turns Nagle off on the connections to the session's servers (their hosts resolved
+    /// again: a server may have a new address since the session started), unless the options
+    /// say not to. The resolver and the scan of the process's descriptors run off the runtime.
+    pub(super) async fn nodelay(&self) {
+        if !self.options.tcp_nodelay {
+            return;
+        }
+        let connect = self.connect.clone();
+        let scan = tokio::task::spawn_blocking(move || nodelay::apply(&server_addresses(&connect)));
+        let sockets = scan.await.unwrap_or(0);
+        if sockets == 0 && nodelay::SUPPORTED && !self.nodelay_missed.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                connect = %self.connect,
+                "found no connection to the session's servers to turn Nagle's algorithm off on: \
+                 requests sent back to back may go a round trip apart (said once per session)"
+            );
+        } else {
             tracing::debug!(sockets, "TCP_NODELAY on the connections to the session's servers");
         }
     }

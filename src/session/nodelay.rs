@@ -6,7 +6,7 @@
 //! to back (a create and its listing; a dropped guard's delete and the next create) then go one
 //! round trip apart instead of together. ZooKeeper's Java client turns Nagle off on every
 //! connection it makes; so do we, after each connection, on the socket itself: the process's TCP
-//! sockets whose peer is one of the session's servers (as resolved when it connected).
+//! sockets whose peer is one of the session's servers (their hosts resolved again each time).
 //!
 //! Another client of the same servers in this process gets the option too, which only helps it.
 //! The sockets are found through `/proc/self/fd`, so this is Linux only; elsewhere it does
@@ -14,12 +14,18 @@
 
 use std::net::SocketAddr;
 
+/// Whether [`apply`] can find sockets on this platform.
+pub(crate) const SUPPORTED: bool = cfg!(target_os = "linux");
+
 /// Sets `TCP_NODELAY` on every TCP socket of this process connected to one of `servers`, and
 /// returns how many sockets have it now (set here or before).
 #[cfg(target_os = "linux")]
 pub(crate) fn apply(servers: &[SocketAddr]) -> usize {
     use std::os::unix::ffi::OsStrExt;
 
+    if servers.is_empty() {
+        return 0;
+    }
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return 0 };
     let mut on = 0;
     for entry in dir.flatten() {
@@ -27,10 +33,7 @@ pub(crate) fn apply(servers: &[SocketAddr]) -> usize {
         else {
             continue;
         };
-        // Only sockets: the link reads `socket:[inode]`.
-        if !std::fs::read_link(entry.path()).is_ok_and(|l| l.as_os_str().as_bytes().starts_with(b"socket:")) {
-            continue;
-        }
+        // `peer` fails on anything that is not a connected socket.
         if peer(fd).is_some_and(|p| servers.iter().any(|s| same(*s, p))) && set(fd) {
             on += 1;
         }
@@ -45,6 +48,7 @@ pub(crate) fn apply(_servers: &[SocketAddr]) -> usize {
 }
 
 /// Whether `a` and `b` are one address, an IPv4 address and its IPv4-mapped IPv6 form alike.
+#[cfg(any(target_os = "linux", test))]
 fn same(a: SocketAddr, b: SocketAddr) -> bool {
     let canonical = |s: SocketAddr| (s.ip().to_canonical(), s.port());
     canonical(a) == canonical(b)
@@ -58,8 +62,10 @@ fn peer(fd: libc::c_int) -> Option<SocketAddr> {
     // SAFETY: an all-zero sockaddr_storage is a valid value for getpeername to overwrite.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-    // SAFETY: getpeername writes at most `len` bytes into the storage we pass, and only reads the
-    // descriptor number: on a descriptor that is not a socket (or was closed meanwhile) it fails.
+    // SAFETY: getpeername writes at most `len` bytes into the storage we pass. The descriptor is
+    // neither owned nor borrowed here (it is the client crate's, or anyone's in this process):
+    // the call only uses its number, and on one that is not a socket (or was closed meanwhile)
+    // it fails.
     let rc = unsafe { libc::getpeername(fd, std::ptr::addr_of_mut!(storage).cast(), &mut len) };
     if rc != 0 {
         return None;

@@ -1,16 +1,15 @@
 //! The task behind a [`super::Session`]: it follows the raw client's states, keeps the last
 //! contact fresh, starts a new session after an expiry, and closes.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use zookeeper_client::SessionState;
+use zookeeper_client::{SessionState, StateWatcher};
 
 use super::{lock, Conn, ConnectionState, Shared};
-use crate::connect::{open_client, Opened};
+use crate::connect::open_client;
 
 /// How one generation ended.
 enum Ended {
@@ -19,11 +18,14 @@ enum Ended {
 }
 
 /// Runs until the session is closed.
-pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut servers: Arc<[SocketAddr]>) {
+///
+/// `states` follows `conn`'s client from before Nagle was turned off on its first connection, so
+/// that a reconnection in between is seen as a change (see [`serve`]).
+pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWatcher) {
     let mut closing = shared.closing.subscribe();
     loop {
         let generation = conn.generation;
-        if let Ended::Closed = serve(&shared, &conn, &servers, &mut closing).await {
+        if let Ended::Closed = serve(&shared, &conn, states, &mut closing).await {
             break;
         }
         tracing::warn!(
@@ -36,10 +38,10 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut servers: Arc<[S
         drop(conn);
         shared.publish(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
-            Some(opened) => {
-                servers = opened.servers;
-                conn = shared.install(opened.client, generation + 1);
-                shared.nodelay(&servers);
+            Some(client) => {
+                conn = shared.install(client, generation + 1);
+                states = conn.client.state_watcher();
+                shared.nodelay().await;
                 tracing::info!(
                     generation = generation + 1,
                     session = format_args!("{:#x}", conn.client.session_id().0),
@@ -54,14 +56,14 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut servers: Arc<[S
 }
 
 /// Follows one generation until it expires or the session is closed. Each connection of the
-/// generation gets Nagle turned off (a reconnection opens a new socket).
+/// generation after the first gets Nagle turned off (a reconnection opens a new socket): the
+/// first had it done after `states` was made, so any reconnection since is a change here.
 async fn serve(
     shared: &Arc<Shared>,
     conn: &Conn,
-    servers: &[SocketAddr],
+    mut states: StateWatcher,
     closing: &mut watch::Receiver<bool>,
 ) -> Ended {
-    let mut states = conn.client.state_watcher();
     let mut suspended = false;
     // The client pings after 3/20 of the timeout of idleness; our own beat, every fifth of the
     // timeout, is what tells us when the server last heard us (see `Session::safe_until`).
@@ -70,11 +72,10 @@ async fn serve(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut beat: Option<JoinHandle<()>> = None;
     let mut state = states.state();
-    // The generation's first connection had Nagle turned off where it was opened.
     let mut changed = false;
     let ended = loop {
         if changed && matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
-            shared.nodelay(servers);
+            shared.nodelay().await;
         }
         changed = false;
         match state {
@@ -129,14 +130,17 @@ fn is_session_end(e: &zookeeper_client::Error) -> bool {
 }
 
 /// Starts a new session, backing off between failed attempts; `None` once closed.
-async fn renew(shared: &Arc<Shared>, closing: &mut watch::Receiver<bool>) -> Option<Opened> {
+async fn renew(
+    shared: &Arc<Shared>,
+    closing: &mut watch::Receiver<bool>,
+) -> Option<zookeeper_client::Client> {
     let (initial, max) = shared.options.backoff;
     let mut delay = initial;
     loop {
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
             opened = open_client(&shared.connect, &shared.options) => match opened {
-                Ok(opened) => return Some(opened),
+                Ok(client) => return Some(client),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },
         }
