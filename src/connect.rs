@@ -140,11 +140,6 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
     let (servers, chroot) = split_chroot(connect);
     let client = open(servers, options, connect).await?;
-    in_chroot(client, chroot, options).await
-}
-
-/// The client, moved into `chroot` (checked, or created when the options say so).
-async fn in_chroot(client: Client, chroot: Option<&str>, options: &ConnectOptions) -> Result<Client> {
     let Some(chroot) = chroot else { return Ok(client) };
     match client.check_stat(chroot).await {
         Ok(Some(_)) => {}
