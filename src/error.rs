@@ -184,6 +184,25 @@ pub enum Error {
         theirs: crate::NodeFormat,
     },
 
+    /// The path holds queue nodes of another kind of recipe (a leader latch's nodes on a mutex
+    /// path, a semaphore's on a read/write lock's, Curator's or kazoo's as well as ours). Recipes
+    /// of different kinds ignore each other's nodes, so sharing a path would let both admit at
+    /// once (two leaders, a writer beside a lease holder); the recipe refuses instead, and
+    /// nothing of ours was left behind. Recipes that share a path by design still do: a mutex
+    /// beside Curator's mutex or a leader selector (both queue `lock-` nodes), the two sides of a
+    /// read/write lock.
+    #[error("{path} holds {theirs} node {node:?}; a {ours} can't share the path with it (use another path)")]
+    RecipeConflict {
+        /// The recipe path.
+        path: String,
+        /// The first offending node.
+        node: String,
+        /// What our recipe is, e.g. `mutex`.
+        ours: &'static str,
+        /// What its node says it is, e.g. `a leader latch`.
+        theirs: &'static str,
+    },
+
     /// ZooKeeper's sequence counter under the path has wrapped past 2^31 creations, and the order
     /// Curator and kazoo use (the text of the sequence suffix) no longer follows creation order:
     /// `node` sorts ahead of nodes created before it. Going on could admit two holders, so the

@@ -2,8 +2,9 @@
 //!
 //! Every lock recipe ends in a [`Hold`] once its queue entry is admitted. Session states reach
 //! its [`LockStatus`] from the session's own task (a hold is a [`Listener`]: no task per hold);
-//! a hold with a data watch on its own node (revocable locks, elections) also has a small task
-//! that turns that watch's events into status changes.
+//! the data watch on its own node (every recipe's, unless turned off) is followed by a small
+//! future that the session drives on one task for all its holds, and turns that watch's events
+//! into status changes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,6 +40,8 @@ pub(crate) struct Hold {
     count: Mutex<usize>,
     /// Whether [`crate::LockGuard::reenter`] may take more holds.
     reentrant: bool,
+    /// Whether a revocation request (`__REVOKE__` in our node's data) is reported.
+    revocable: bool,
     /// The handle's local turn (see `LockCore`), given back when the last hold goes.
     turn: Mutex<Option<OwnedMutexGuard<()>>>,
     labels: crate::metrics::Labels,
@@ -70,19 +73,22 @@ impl std::fmt::Debug for Hold {
 
 impl Hold {
     /// Takes over an admitted entry: joins the session's listeners and, when the entry has a
-    /// data watch on its node, starts the task that follows it. `turn`, if any, is given back
-    /// when the last hold is released.
+    /// data watch on its node, has the session follow it. `turn`, if any, is given back when the
+    /// last hold is released. A revocation request is reported only when `revocable`.
+    #[allow(clippy::too_many_arguments)] // split up by the layering of the engine (issue 25)
     pub fn start(
         session: Session,
         entry: Entry,
         policy: LossPolicy,
         janitor: &Janitor,
         reentrant: bool,
+        revocable: bool,
         turn: Option<OwnedMutexGuard<()>>,
         labels: crate::metrics::Labels,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
         let EntryParts { conn, path, czxid, own, follow_own, revoked } = entry.into_parts();
+        let revoked = revoked && revocable;
         let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         let (status, _) = watch::channel(first);
         let shared = session.shared().clone();
@@ -96,6 +102,7 @@ impl Hold {
             janitor: janitor.clone(),
             count: Mutex::new(1),
             reentrant,
+            revocable,
             turn: Mutex::new(turn),
             companions: Mutex::new(Vec::new()),
             labels,
@@ -113,7 +120,7 @@ impl Hold {
             Some(own) if follow_own => {
                 let (stop_tx, stop_rx) = oneshot::channel();
                 *lock(&hold.stop) = Some(stop_tx);
-                tokio::spawn(watch_own(Arc::downgrade(&hold), own, stop_rx));
+                shared.drive(Box::pin(watch_own(Arc::downgrade(&hold), own, stop_rx)));
             }
             // Kept, not followed, until our delete fires it: dropped before, it would be removed
             // with a request of its own.
@@ -465,6 +472,8 @@ async fn watch_own(hold: std::sync::Weak<Hold>, mut own: PendingEvent, mut stop:
         let released = hold.releasing.load(Ordering::SeqCst);
         match event {
             OwnEvent::Deleted if released => return,
+            // A close deletes our node before it ends the session: the close is the cause.
+            OwnEvent::Deleted if hold.conn.session_closed() => return hold.lose("session_closed"),
             OwnEvent::Deleted => return hold.lose("node_deleted"),
             // The session ended: the session's task tells the hold.
             OwnEvent::Session(_) => return,
@@ -474,7 +483,7 @@ async fn watch_own(hold: std::sync::Weak<Hold>, mut own: PendingEvent, mut stop:
                 match retry::on_connection_loss(|| client.get_and_watch_data(&hold.path)).await {
                     Ok((data, _, watcher)) => {
                         own = Box::pin(async move { watcher.changed().await.into() });
-                        if data == REVOKE && !hold.revoked.swap(true, Ordering::SeqCst) {
+                        if data == REVOKE && hold.revocable && !hold.revoked.swap(true, Ordering::SeqCst) {
                             tracing::info!(node = %hold.path, "revocation requested");
                             if hold.current_status() == LockStatus::Held {
                                 hold.set_status(LockStatus::RevocationRequested);

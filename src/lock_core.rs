@@ -62,6 +62,8 @@ pub(crate) struct LockCore {
     pub policy: LossPolicy,
     pub recipe: &'static str,
     reentrant: bool,
+    /// Whether holds report revocation requests ([`LockOptions::revocable`]).
+    revocable: bool,
     /// A fair (FIFO) local queue in front of the ZooKeeper queue: only the task whose turn it is
     /// has a node, so many tasks on one handle cost one node at a time, and exclude each other.
     turn: Option<Arc<tokio::sync::Mutex<()>>>,
@@ -80,6 +82,7 @@ impl LockCore {
             policy: options.loss_policy,
             recipe: spec.recipe,
             reentrant: spec.reentrant,
+            revocable: options.revocable,
             turn: spec.exclusive.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             current: Mutex::new(Weak::new()),
             labels: Labels::new(spec.recipe, options.role.as_ref()),
@@ -150,11 +153,23 @@ impl LockCore {
             Wait::Try => Some(Instant::now() + self.queue.session.session_timeout()),
             Wait::Until(deadline) => Some(deadline),
         };
+        let session = self.queue.session.shared();
+        if session.is_closed() {
+            return Err(Error::SessionClosed);
+        }
+        // The handle's local turn: another task's hold on this handle keeps it, lost or not,
+        // until that hold is released or dropped (as a `tokio::sync::Mutex` guard keeps its
+        // lock). A deadline bounds the wait; a close ends it at once.
         let turn = match (&self.turn, take_turn) {
             (Some(turn), true) => {
                 let taken = match wait {
                     Wait::Try => turn.clone().try_lock_owned().ok(),
-                    _ => by_deadline(deadline, turn.clone().lock_owned()).await,
+                    _ => {
+                        tokio::select! {
+                            taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
+                            () = session.closing() => return Err(Error::SessionClosed),
+                        }
+                    }
                 };
                 match taken {
                     Some(taken) => Some(taken),
@@ -180,6 +195,9 @@ impl LockCore {
                     );
                 }
                 Err(Error::SessionExpired) => return Err(Error::SessionClosed),
+                // A close deletes our node and ends the client under us: whatever the wait
+                // saw first (our node's deletion, say), the session's close is what happened.
+                Err(_) if conn.session_closed() => return Err(Error::SessionClosed),
                 Err(e) => return Err(e),
             }
         }
@@ -201,6 +219,7 @@ impl LockCore {
             self.policy,
             &self.queue.janitor,
             self.reentrant,
+            self.revocable,
             turn,
             self.labels.clone(),
         );

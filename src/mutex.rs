@@ -78,7 +78,7 @@ impl InterProcessMutex {
         let queue = Queue::new(session, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
             .with_acls(options.acls.clone());
         let mut queue = queue;
-        queue.watch_own = options.revocable;
+        queue.watch_own = options.watches_own_node();
         let marker = options.format.marker(LOCK_MARKER);
         let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant, exclusive: true };
         Ok(LockCore::new(queue, spec, options))
@@ -93,9 +93,17 @@ impl InterProcessMutex {
     /// through the same handle goes first), then in the ZooKeeper queue. If the session expires
     /// while we wait, we queue again on the new session.
     ///
+    /// The local turn belongs to a guard until it is released or dropped, lost or not, as a
+    /// `tokio::sync::Mutex` guard keeps its lock: while another task keeps a lost guard of this
+    /// handle, this waits for it ([`InterProcessMutex::acquire_timeout`] is bounded by its
+    /// timeout meanwhile, [`InterProcessMutex::try_acquire`] returns `Ok(None)`).
+    ///
     /// # Errors
-    /// * [`crate::Error::SessionClosed`]: the session was closed.
+    /// * [`crate::Error::SessionClosed`]: the session was closed (at once, whatever guards of
+    ///   this handle are alive, and also when it closes while we wait).
     /// * [`crate::Error::NodeDeleted`]: someone deleted our queue node while we waited.
+    /// * [`crate::Error::RecipeConflict`] or [`crate::Error::FormatConflict`]: the path holds
+    ///   another kind of recipe's nodes, or the other naming format's.
     /// * [`crate::Error::NoAuth`]: the ACLs on the path refuse us.
     /// * [`crate::Error::ZooKeeper`]: any other server error.
     ///

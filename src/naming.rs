@@ -131,6 +131,32 @@ impl NameScheme {
         children.iter().find(|c| NodeFormat::detect(c).is_some_and(|f| f != self.format))
     }
 
+    /// What our queue is, for messages: `lock`, `leader latch`, `read/write lock`, `semaphore`.
+    pub fn recipe(&self) -> &'static str {
+        let ours = self.markers.first().copied().unwrap_or_default();
+        match self.markers {
+            [_, _] => "read/write lock",
+            _ => {
+                recipe_kinds(self.format).iter().find(|(m, _)| *m == ours).map_or("lock", |(_, kind)| kind.1)
+            }
+        }
+    }
+
+    /// What recipe a child that is not part of this queue belongs to, when its name says: a
+    /// marker of another recipe (in this format) followed by a sequence suffix, as
+    /// [`NameScheme::parse`] reads ours. Such a recipe ignores our nodes as we ignore its, so
+    /// both would admit at once: a queue refuses a path that holds one.
+    pub fn other_recipe(&self, name: &str) -> Option<&'static str> {
+        let (marker, at) = recipe_kinds(self.format)
+            .iter()
+            .filter_map(|(m, _)| name.rfind(m).map(|at| (*m, at + m.len())))
+            .max_by_key(|&(_, at)| at)?;
+        if self.markers.contains(&marker) || parse_sequence(&name[at..]).is_none() {
+            return None;
+        }
+        recipe_kinds(self.format).iter().find(|(m, _)| *m == marker).map(|(_, kind)| kind.0)
+    }
+
     /// Parses a child name; `None` for a foreign node that is not part of this queue.
     pub fn parse(&self, name: &str) -> Option<QueueNode> {
         // The last occurrence of any marker, as Curator's `lastIndexOf(lockName)`.
@@ -142,6 +168,27 @@ impl NameScheme {
             .max_by_key(|&(_, at)| at)?;
         let seq = parse_sequence(&name[at..])?;
         Some(QueueNode { name: name.to_string(), seq, marker })
+    }
+}
+
+/// Every queue marker of `format`, with what a node carrying it belongs to (as said of a node
+/// found, and as said of our own queue).
+fn recipe_kinds(format: NodeFormat) -> &'static [(&'static str, (&'static str, &'static str))] {
+    const LOCK: (&str, &str) = ("a lock (mutex, semaphore mutex or leader selector)", "lock");
+    const CURATOR: [(&str, (&str, &str)); 5] = [
+        ("lock-", LOCK),
+        ("latch-", ("a leader latch", "leader latch")),
+        ("__READ__", ("a read/write lock", "read/write lock")),
+        ("__WRIT__", ("a read/write lock", "read/write lock")),
+        ("lease-", ("a semaphore", "semaphore")),
+    ];
+    const KAZOO: [(&str, (&str, &str)); 2] = [
+        ("__lock__", ("a lock (kazoo's Lock, Election or write lock)", "lock")),
+        ("__rlock__", ("a read/write lock's read side", "read/write lock")),
+    ];
+    match format {
+        NodeFormat::Curator => &CURATOR,
+        NodeFormat::Kazoo => &KAZOO,
     }
 }
 
@@ -321,6 +368,56 @@ mod tests {
 
     fn node(seq: i32) -> QueueNode {
         QueueNode { name: format!("_c_x-lock-{seq:010}"), seq, marker: 0 }
+    }
+
+    /// Each recipe names the others' nodes it finds, and never its own kind's (a mutex beside
+    /// a selector or Curator's mutex, the two sides of a read/write lock); plain foreign
+    /// children are nobody's.
+    #[test]
+    fn names_other_recipes_nodes_and_never_its_own_kinds() {
+        const RW: NameScheme = NameScheme::curator(&["__READ__", "__WRIT__"]);
+        const LATCH: NameScheme = NameScheme::curator(&["latch-"]);
+        const LEASE: NameScheme = NameScheme::curator(&["lease-"]);
+        let id = "_c_0b5c1b0e-9c8e-4f4c-9a8e-6f3c2b1a0d9e-";
+        let lock = format!("{id}lock-0000000001");
+        let latch = format!("{id}latch-0000000002");
+        let read = format!("{id}__READ__0000000003");
+        let write = format!("{id}__WRIT__0000000004");
+        let lease = format!("{id}w2-lease-0000000005");
+        assert_eq!(LOCK.other_recipe(&lock), None);
+        assert_eq!(LOCK.other_recipe(&latch), Some("a leader latch"));
+        assert_eq!(LOCK.other_recipe(&read), Some("a read/write lock"));
+        assert_eq!(LOCK.other_recipe(&lease), Some("a semaphore"));
+        assert_eq!(LATCH.other_recipe(&lock), Some("a lock (mutex, semaphore mutex or leader selector)"));
+        assert_eq!(LATCH.other_recipe(&latch), None);
+        assert_eq!(RW.other_recipe(&read), None);
+        assert_eq!(RW.other_recipe(&write), None);
+        assert_eq!(RW.other_recipe(&lock), Some("a lock (mutex, semaphore mutex or leader selector)"));
+        assert_eq!(LEASE.other_recipe(&lease), None);
+        assert_eq!(LEASE.other_recipe(&latch), Some("a leader latch"));
+        // Not a queue node of anyone's: no sequence, or no marker.
+        for plain in ["config", "lock-", "leases", "_c_x-latch-12", "latch-00000000x1"] {
+            assert_eq!(LOCK.other_recipe(plain), None, "{plain}");
+        }
+        let kazoo_lock = LOCK.in_format(NodeFormat::Kazoo);
+        let kazoo_rw = RW.in_format(NodeFormat::Kazoo);
+        let kazoo_read = "0b5c1b0e9c8e4f4c9a8e6f3c2b1a0d9e__rlock__0000000001";
+        let kazoo_write = "0b5c1b0e9c8e4f4c9a8e6f3c2b1a0d9e__lock__0000000002";
+        assert_eq!(kazoo_lock.other_recipe(kazoo_read), Some("a read/write lock's read side"));
+        assert_eq!(kazoo_lock.other_recipe(kazoo_write), None);
+        assert_eq!(kazoo_rw.other_recipe(kazoo_read), None);
+        assert_eq!(kazoo_rw.other_recipe(kazoo_write), None);
+        assert_eq!(
+            [
+                LOCK.recipe(),
+                LATCH.recipe(),
+                RW.recipe(),
+                LEASE.recipe(),
+                kazoo_lock.recipe(),
+                kazoo_rw.recipe()
+            ],
+            ["lock", "leader latch", "read/write lock", "semaphore", "lock", "read/write lock"]
+        );
     }
 
     #[test]

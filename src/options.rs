@@ -8,7 +8,7 @@ use crate::naming::NodeFormat;
 use crate::status::LossPolicy;
 
 /// Options for a lock recipe. `LockOptions::default()` is what `new` uses.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 #[must_use]
 pub struct LockOptions {
     pub(crate) participant_id: Option<String>,
@@ -17,6 +17,21 @@ pub struct LockOptions {
     pub(crate) acls: Option<Arc<[Acl]>>,
     pub(crate) role: Option<Arc<str>>,
     pub(crate) revocable: bool,
+    pub(crate) watch_own_node: bool,
+}
+
+impl Default for LockOptions {
+    fn default() -> LockOptions {
+        LockOptions {
+            participant_id: None,
+            loss_policy: LossPolicy::default(),
+            format: NodeFormat::default(),
+            acls: None,
+            role: None,
+            revocable: false,
+            watch_own_node: true,
+        }
+    }
 }
 
 impl LockOptions {
@@ -52,17 +67,38 @@ impl LockOptions {
         self
     }
 
-    /// Makes the holder watch its own node, as Curator's `makeRevocable()`: it then sees
-    /// [`crate::LockStatus::RevocationRequested`] when someone asks it to release
-    /// ([`crate::request_revocation`], `zklock revoke`), and [`crate::LockStatus::Lost`] at once
-    /// when someone deletes its node (`zklock break`). The watch costs one request per
-    /// acquisition (sent with the create, never waited for) and one event at release; without
-    /// it (the default) an uncontended acquire costs only the create and the listing, and a
-    /// deletion by someone else shows at release ([`crate::Error::LockLost`]) and in fenced
-    /// writes. Session loss is reported either way.
+    /// Makes the holder report revocation requests, as Curator's `makeRevocable()`: it then
+    /// sees [`crate::LockStatus::RevocationRequested`] when someone asks it to release
+    /// ([`crate::request_revocation`], `zklock revoke`). Without it (the default) a request is
+    /// ignored, as Curator ignores it on a lock that is not revocable. A revocable lock always
+    /// watches its own node, whatever [`LockOptions::watch_own_node`] says.
     pub fn revocable(mut self, revocable: bool) -> LockOptions {
         self.revocable = revocable;
         self
+    }
+
+    /// Whether every node of ours carries a data watch (default: yes), so that a holder learns
+    /// at once that its node was deleted by someone else (an operator, `zklock break`): its
+    /// status turns [`crate::LockStatus::Lost`] and [`crate::LockGuard::lost`] resolves. The
+    /// watch costs one request per acquisition, sent right after the create and never waited
+    /// for, and one event when our own delete fires it: 3 packets on top of the 6 of an
+    /// uncontended acquire and release.
+    ///
+    /// **What `false` gives up:** a holder whose node is deleted by someone else is not told.
+    /// It stays [`crate::LockStatus::Held`] (until the session ends) while another contender
+    /// takes the lock, and learns of the deletion only from a fenced write
+    /// ([`crate::LockGuard::fenced_writer`], refused at once) or at release
+    /// ([`crate::Error::LockLost`]). Session loss is reported either way. Only turn it off
+    /// when nothing deletes lock nodes but their owners, and every write the lock protects is
+    /// fenced. Revocable locks and elections watch their nodes regardless.
+    pub fn watch_own_node(mut self, watch: bool) -> LockOptions {
+        self.watch_own_node = watch;
+        self
+    }
+
+    /// Whether our nodes carry a data watch (see [`LockOptions::watch_own_node`]).
+    pub(crate) fn watches_own_node(&self) -> bool {
+        self.watch_own_node || self.revocable
     }
 
     /// The `role` label of this lock's metrics (default `default`): name what the path is for

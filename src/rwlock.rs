@@ -103,7 +103,7 @@ impl InterProcessReadWriteLock {
         let format = options.format;
         let mut queue = Queue::new(session, LockPath::new(path)?, RW_SCHEME.in_format(format))
             .with_acls(options.acls.clone());
-        queue.watch_own = options.revocable;
+        queue.watch_own = options.watches_own_node();
         let rule: Arc<dyn Admission> = Arc::new(RwRule);
         let spec = |recipe, marker, exclusive| LockSpec {
             recipe,

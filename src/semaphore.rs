@@ -120,7 +120,7 @@ impl InterProcessSemaphore {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }
         let mut queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
-        queue.watch_own = options.revocable;
+        queue.watch_own = options.watches_own_node();
         queue.root_data = Some(std::sync::Arc::from(max_leases.to_string().into_bytes()));
         let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
         let spec =

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use zk_recipes::{InterProcessMutex, LockStatus};
+use zk_recipes::{InterProcessMutex, LockOptions, LockStatus};
 
 /// Session states reach holds from the session's one task: holding many locks adds no task per
 /// hold (it did: each hold spawned a monitor task).
@@ -61,34 +61,47 @@ async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
 /// session has seen that its joins meet missing parents, a cycle costs what LockClient's does,
 /// 10 packets: the create that finds the parent missing, the parent's create, ours, the listing
 /// and the delete. (Sending the listing with the first create, as joins on existing paths do,
-/// wastes a listing that fails with the create: 12.)
+/// wastes a listing that fails with the create: 12.) The watch on our own node, on by default so
+/// that a holder learns of its node's deletion, adds its request and reply (sent behind the
+/// create, never waited for) and the event our delete fires: 13. Without it, 10.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fresh_lock_paths_cost_ten_packets_per_cycle() {
+async fn fresh_lock_paths_cost_ten_packets_per_cycle_and_three_for_the_own_node_watch() {
     const CYCLES: i64 = 20;
     let zk = standalone().await;
-    let s = session(&zk.connect_string()).await;
-    let mut order = 0;
-    let cycle = |order: &mut usize| {
-        *order += 1;
-        let mutex = InterProcessMutex::new(&s, &format!("/orders/o{order}")).unwrap();
-        async move { mutex.acquire().await.unwrap().release().await.unwrap() }
-    };
-    // The first few teach the session that parents are missing.
-    for _ in 0..8 {
-        cycle(&mut order).await;
+    for (watch, per_cycle) in [(false, 10), (true, 13)] {
+        let s = session(&zk.connect_string()).await;
+        let options = LockOptions::new().watch_own_node(watch);
+        let mut order = 0;
+        let cycle = |order: &mut usize| {
+            *order += 1;
+            let mutex =
+                InterProcessMutex::with_options(&s, &format!("/orders-{watch}/o{order}"), options.clone())
+                    .unwrap();
+            async move { mutex.acquire().await.unwrap().release().await.unwrap() }
+        };
+        // The first few teach the session that parents are missing.
+        for _ in 0..8 {
+            cycle(&mut order).await;
+        }
+        let before = packets(&zk).await;
+        for _ in 0..CYCLES {
+            cycle(&mut order).await;
+        }
+        let used = packets(&zk).await - before;
+        // Slack for the session's heartbeat and the `mntr` request itself.
+        assert!(
+            used <= CYCLES * per_cycle + 8,
+            "watch {watch}: {used} packets for {CYCLES} cycles ({} each)",
+            used as f64 / CYCLES as f64
+        );
+        // And no fewer: the watch is really sent (or really not).
+        assert!(
+            used >= CYCLES * per_cycle,
+            "watch {watch}: {used} packets for {CYCLES} cycles ({} each)",
+            used as f64 / CYCLES as f64
+        );
+        s.close().await;
     }
-    let before = packets(&zk).await;
-    for _ in 0..CYCLES {
-        cycle(&mut order).await;
-    }
-    let used = packets(&zk).await - before;
-    // Slack for the session's heartbeat and the `mntr` request itself.
-    assert!(
-        used <= CYCLES * 10 + 8,
-        "{used} packets for {CYCLES} cycles ({} each)",
-        used as f64 / CYCLES as f64
-    );
-    s.close().await;
 }
 
 /// A waiter whose predecessor is the head of the queue enters on that predecessor's deletion

@@ -2,10 +2,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use common::peers;
@@ -13,58 +11,6 @@ use common::*;
 use zk_recipes::{
     Error, InterProcessMutex, InterProcessReadWriteLock, LatchOptions, LeaderLatch, LockOptions, NodeFormat,
 };
-
-/// A peer process whose stdout lines arrive on a channel.
-struct Peer {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Peer {
-    fn spawn(mut cmd: Command) -> Peer {
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("spawn peer");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Peer { child, lines }
-    }
-
-    /// The next line starting with `prefix` (others are skipped).
-    async fn expect(&mut self, prefix: &str) -> String {
-        let lines = &self.lines;
-        within(&format!("peer line {prefix:?}"), async {
-            loop {
-                match lines.try_recv() {
-                    Ok(line) if line.starts_with(prefix) => return line,
-                    Ok(_) => {}
-                    Err(mpsc::TryRecvError::Empty) => tokio::time::sleep(Duration::from_millis(10)).await,
-                    Err(mpsc::TryRecvError::Disconnected) => panic!("peer exited before printing {prefix:?}"),
-                }
-            }
-        })
-        .await
-    }
-
-    fn say(&mut self, word: &str) {
-        let _ = writeln!(self.child.stdin.as_mut().unwrap(), "{word}");
-    }
-
-    fn kill9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    async fn wait_success(self) {
-        let mut child = self.child;
-        let status =
-            within("peer exit", tokio::task::spawn_blocking(move || child.wait())).await.unwrap().unwrap();
-        assert!(status.success(), "peer failed: {status}");
-    }
-}
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()

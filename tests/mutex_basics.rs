@@ -369,7 +369,7 @@ async fn foreign_children_are_ignored() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     create_persistent(&admin, "/locks/mixed", b"").await;
-    for foreign in ["config", "lock-", "readme-lock-12", "_c_x-latch-0000000001"] {
+    for foreign in ["config", "lock-", "readme-lock-12", "_c_x-latch-00000001"] {
         create_persistent(&admin, &format!("/locks/mixed/{foreign}"), b"").await;
     }
     let mutex = InterProcessMutex::new(&session(&zk.connect_string()).await, "/locks/mixed").unwrap();
@@ -377,4 +377,12 @@ async fn foreign_children_are_ignored() {
     assert_eq!(mutex.participants().await.unwrap().len(), 1);
     g.release().await.unwrap();
     assert_eq!(children(&admin, "/locks/mixed").await.len(), 4, "foreign nodes must be left alone");
+    // A node named as another recipe's queue node (here a leader latch's) is not foreign: the
+    // mutex refuses the path rather than admit beside it (`tests/promises.rs`), and leaves it.
+    create_persistent(&admin, "/locks/mixed/_c_x-latch-0000000001", b"").await;
+    assert!(matches!(
+        within("acquire beside a latch's node", mutex.acquire()).await,
+        Err(Error::RecipeConflict { theirs: "a leader latch", .. })
+    ));
+    assert_eq!(children(&admin, "/locks/mixed").await.len(), 5, "foreign nodes must be left alone");
 }

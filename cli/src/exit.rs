@@ -53,6 +53,7 @@ impl From<zk_recipes::Error> for Failure {
             E::InvalidPath { .. }
             | E::BadLeaseCount { .. }
             | E::FormatConflict { .. }
+            | E::RecipeConflict { .. }
             | E::UnsupportedFormat { .. }
             | E::LeaseMaxMismatch { .. }
             | E::Tls { .. } => USAGE,

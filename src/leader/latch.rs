@@ -281,6 +281,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             inner.policy,
             &inner.queue.janitor,
             false,
+            true,
             None,
             labels,
         );

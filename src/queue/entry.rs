@@ -221,8 +221,9 @@ pub(crate) struct Entry {
     pub czxid: i64,
     /// The data watch on our own node: deletion by someone else, data changes (revocation).
     pub own_event: Option<PendingEvent>,
-    /// Whether the holder follows that watch (revocable locks and elections), or only keeps it
-    /// until its delete consumes it (a waiter set it to be admitted on a deletion alone).
+    /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
+    /// off), or only keeps it until its delete consumes it (a waiter set it to be admitted on a
+    /// deletion alone).
     pub follow_own: bool,
     /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
     pub own_check: Option<OwnCheck>,

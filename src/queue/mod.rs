@@ -10,8 +10,9 @@
 //! * when the session's recent joins found their parent missing (see [`ParentHint`]), the create
 //!   goes alone, and after a missing parent the parent's create, ours and the listing go back to
 //!   back;
-//! * elections and revocable locks send a data watch on our own node (to learn of deletion by
-//!   someone else, or of a revocation request) as soon as the create returns, without waiting;
+//! * every node of ours carries a data watch (unless a lock turns it off), sent as soon as the
+//!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
+//!   revocation request;
 //! * a waiter watches one node with a data watch, never the parent's children (no herd);
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
 //!   us the head (sequence numbers only grow), so we proceed on that notification alone, with no
@@ -96,8 +97,9 @@ pub(crate) struct Queue {
     /// The data the root must carry (a semaphore's maximum): the root is created with it, and
     /// every acquire checks it once its node is in ([`Queue::verify_root`]).
     pub root_data: Option<Arc<[u8]>>,
-    /// Whether our nodes carry a data watch (elections and revocable locks): it reports their
-    /// deletion by someone else and revocation requests, and lets a waiter whose predecessor
+    /// Whether our nodes carry a data watch (every recipe's by default; see
+    /// `LockOptions::watch_own_node`): it reports their deletion by someone else and revocation
+    /// requests, and lets a waiter whose predecessor
     /// was the head proceed without listing again. Without it, a waiter lists again after every
     /// wake-up, and an uncontended acquire costs only the create and the listing.
     pub watch_own: bool,
@@ -148,7 +150,7 @@ impl Queue {
     }
 
     /// As [`Queue::sorted`], and `Err(FormatConflict)` if `children` has a node of the other
-    /// naming format, in one pass: a child that parses as ours is never the other format's (see
+    /// naming format (`Err(RecipeConflict)` for another recipe's), in one pass: a child that parses as ours is never the other format's (see
     /// [`NameScheme::conflicting`]), so only the others are looked at twice.
     pub fn sorted_without_conflicts(&self, children: &[String]) -> Result<Vec<QueueNode>> {
         let mut queue = Vec::with_capacity(children.len());
@@ -162,7 +164,9 @@ impl Queue {
         Ok(queue)
     }
 
-    /// `Err(FormatConflict)` if `child` is a node of the other naming format.
+    /// `Err(FormatConflict)` if `child` is a node of the other naming format,
+    /// `Err(RecipeConflict)` if it is a queue node of another kind of recipe: either would
+    /// admit beside us. Other foreign children are left alone.
     fn refuse_conflict(&self, child: &str) -> Result<()> {
         match crate::naming::NodeFormat::detect(child) {
             Some(theirs) if theirs != self.scheme.format => Err(Error::FormatConflict {
@@ -171,7 +175,15 @@ impl Queue {
                 ours: self.scheme.format,
                 theirs,
             }),
-            _ => Ok(()),
+            _ => match self.scheme.other_recipe(child) {
+                Some(theirs) => Err(Error::RecipeConflict {
+                    path: self.root.to_string(),
+                    node: child.to_string(),
+                    ours: self.scheme.recipe(),
+                    theirs,
+                }),
+                None => Ok(()),
+            },
         }
     }
 

@@ -7,6 +7,7 @@
 //! across new sessions by themselves.
 
 mod conn;
+mod driver;
 mod listeners;
 mod nodelay;
 mod state;
@@ -20,6 +21,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 pub(crate) use self::conn::Conn;
+pub(crate) use self::driver::Job;
 pub(crate) use self::listeners::{Listener, Registration};
 pub use self::state::{ConnectionState, SessionStatus};
 use crate::connect::{open_client, server_addresses, ConnectOptions};
@@ -97,6 +99,8 @@ pub(crate) struct Shared {
     listeners: listeners::ListenerList,
     /// Whether recent joins found their lock's parent missing.
     pub(crate) parent_hint: crate::queue::ParentHint,
+    /// Drives what holds leave running (the watches on their nodes) on one task.
+    driver: driver::Driver,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -157,6 +161,7 @@ impl Session {
             nodes: Mutex::default(),
             listeners: Mutex::default(),
             parent_hint: Default::default(),
+            driver: Default::default(),
             supervisor: Mutex::new(None),
         });
         let conn = shared.install(client, 1);
@@ -322,6 +327,21 @@ impl Shared {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once the session is closing or closed ([`Session::close`], or every handle
+    /// dropped).
+    pub(crate) fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closing = self.closing.subscribe();
+        async move {
+            // The sender lives as long as `Shared`; should it go, the session is gone too.
+            let _ = closing.wait_for(|closing| *closing).await;
+        }
+    }
+
+    /// Runs `job` to its end on the session's one task for such jobs (see [`Job`]).
+    pub(crate) fn drive(&self, job: Job) {
+        self.driver.drive(job);
     }
 
     /// The current connection.

@@ -111,11 +111,29 @@ where
     .await
 }
 
-/// Waits until some session watches `node` on the server (node 0's `wchp`): the session that
-/// set the watch has sent every request before it.
+/// Waits until a session other than `node`'s owner watches `node` on the server (node 0's
+/// `wchp`): the session that set the watch has sent every request before it. (The owner
+/// watches its own node: that watch says nothing of the waiters.)
 pub async fn until_watched(zk: &ZkCluster, what: &str, node: &str) {
-    eventually(what, || async { zk.four_letter(0, "wchp").await.is_ok_and(|watched| watched.contains(node)) })
-        .await
+    let admin = client(&zk.connect_string()).await;
+    let owner = match admin.check_stat(node).await {
+        Ok(Some(stat)) => stat.ephemeral_owner,
+        other => panic!("{what}: no node {node} to watch: {other:?}"),
+    };
+    eventually(what, || async {
+        zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, node).any(|s| s != owner))
+    })
+    .await;
+}
+
+/// The sessions a `wchp` listing says watch `path`: its line is followed by one indented
+/// `0x…` session id per watcher.
+pub fn watchers<'a>(listing: &'a str, path: &str) -> impl Iterator<Item = i64> + 'a {
+    let mut lines = listing.lines();
+    let found = lines.by_ref().any(|line| line.trim_end() == path);
+    lines.take_while(move |line| found && line.starts_with(char::is_whitespace)).filter_map(|line| {
+        u64::from_str_radix(line.trim().trim_start_matches("0x"), 16).ok().map(|id| id as i64)
+    })
 }
 
 /// The children of `path` (empty if it does not exist).
@@ -265,4 +283,64 @@ pub async fn leadership_after(selector: &zk_recipes::LeaderSelector, first: u64,
         }
     })
     .await
+}
+
+/// A peer process whose stdout lines arrive on a channel.
+pub struct Peer {
+    pub child: std::process::Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Peer {
+    pub fn spawn(mut cmd: std::process::Command) -> Peer {
+        let mut child = cmd
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn peer");
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Peer { child, lines }
+    }
+
+    /// The next line starting with `prefix` (others are skipped).
+    pub async fn expect(&mut self, prefix: &str) -> String {
+        let lines = &self.lines;
+        within(&format!("peer line {prefix:?}"), async {
+            loop {
+                match lines.try_recv() {
+                    Ok(line) if line.starts_with(prefix) => return line,
+                    Ok(_) => {}
+                    Err(std::sync::mpsc::TryRecvError::Empty) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await
+                    }
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                        panic!("peer exited before printing {prefix:?}")
+                    }
+                }
+            }
+        })
+        .await
+    }
+
+    pub fn say(&mut self, word: &str) {
+        let _ = std::io::Write::write_fmt(&mut *self.child.stdin.as_mut().unwrap(), format_args!("{word}\n"));
+    }
+
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub async fn wait_success(self) {
+        let mut child = self.child;
+        let status =
+            within("peer exit", tokio::task::spawn_blocking(move || child.wait())).await.unwrap().unwrap();
+        assert!(status.success(), "peer failed: {status}");
+    }
 }

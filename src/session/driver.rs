@@ -1,0 +1,56 @@
+//! One task per session that drives the small futures a session's holds leave running (each
+//! follows the data watch on a held node), so that holding many locks costs no task per hold.
+//!
+//! A job is a future that owns what it needs and ends by itself (its hold was released, lost,
+//! or dropped). The task starts with the first job and ends once the session is gone and its
+//! last job has ended; should its runtime have shut down meanwhile, the next job starts it again.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc;
+
+/// A future driven to its end by the session's task.
+pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// The sending side of the session's task, started on first use.
+#[derive(Default)]
+pub(crate) struct Driver {
+    jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+}
+
+impl Driver {
+    /// Hands `job` to the session's task (starting it on the current runtime if needed).
+    pub fn drive(&self, job: Job) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let job = match jobs.as_ref() {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => return,
+                // The task ended with its runtime: start another.
+                Err(mpsc::error::SendError(job)) => job,
+            },
+            None => job,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(job);
+        tokio::spawn(run(rx));
+        *jobs = Some(tx);
+    }
+}
+
+async fn run(mut incoming: mpsc::UnboundedReceiver<Job>) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            job = incoming.recv() => match job {
+                Some(job) => running.push(job),
+                None => break,
+            },
+            Some(()) = running.next(), if !running.is_empty() => {}
+        }
+    }
+    // The session is gone: let the last jobs end.
+    while running.next().await.is_some() {}
+}
