@@ -63,9 +63,10 @@ struct Cli {
     /// ZooKeeper connect string, host:port[,host:port...][/chroot].
     #[arg(long, env = "ZK_CONNECT", global = true)]
     connect: Option<String>,
-    /// Session timeout to ask for (the server may negotiate another): how long after zklock
-    /// dies (or is cut off) others may take the lock [default: 10s].
-    #[arg(long, value_parser = humantime::parse_duration, global = true)]
+    /// Session timeout to ask for, at least 1ms: how long after zklock dies (or is cut off)
+    /// others may take the lock [default: 10s]. The server keeps it within its bounds (by
+    /// default 2 to 20 times its tickTime); zklock says so when it got another.
+    #[arg(long, value_parser = session_timeout, global = true)]
     session_timeout: Option<Duration>,
     /// Report waiting progress and lock events on stderr even when it is not a terminal.
     #[arg(short, long, global = true)]
@@ -99,7 +100,7 @@ enum Command {
     Hold(HoldArgs),
     /// Show the holder and the queue of a lock (or election).
     Status(StatusArgs),
-    /// List every lock and election under a prefix, with holder, queue length and age.
+    /// List every lock and election under a prefix, with its holders, how many wait, and age.
     Ls(LsArgs),
     /// Run the command while leader of ELECTPATH (stop it if leadership is lost), or
     /// --observe the leader.
@@ -273,14 +274,53 @@ impl Cli {
         self.format.unwrap_or_default()
     }
 
+    /// Connects, and says on stderr when the server set another session timeout than the one
+    /// asked for (always for a `--session-timeout` given, with `-v` for the default).
     async fn connect(&self) -> Result<Conn, Failure> {
-        zk::connect(zk::Target {
+        let conn = zk::connect(zk::Target {
             connect: self.connect.as_deref(),
             session_timeout: self.session_timeout,
             tls: tls(self)?,
         })
-        .await
+        .await?;
+        let asked = self.session_timeout.unwrap_or(zk::DEFAULT_SESSION_TIMEOUT);
+        let got = conn.session().session_timeout();
+        // ZooKeeper counts whole milliseconds: 1.5005s asked is 1.5s asked.
+        if got != Duration::from_millis(asked.as_millis() as u64)
+            && (self.session_timeout.is_some() || self.verbose)
+        {
+            let default = if self.session_timeout.is_none() { "the default " } else { "" };
+            eprintln!(
+                "zklock: note: the server set the session timeout to {} (asked for {default}{})",
+                humantime::format_duration(got),
+                humantime::format_duration(asked)
+            );
+        }
+        Ok(conn)
     }
+}
+
+/// The longest session timeout ZooKeeper can carry: its field is a signed 32-bit count of
+/// milliseconds (about 24.8 days).
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Parses `--session-timeout`: a duration of at least 1ms and at most `MAX_SESSION_TIMEOUT`.
+/// Zero would silently become the client's default (6s), and less than a millisecond is zero
+/// in ZooKeeper's millisecond field.
+fn session_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if timeout < Duration::from_millis(1) {
+        return Err(
+            "a session timeout must be at least 1ms (ZooKeeper counts it in whole milliseconds)".into()
+        );
+    }
+    if timeout > MAX_SESSION_TIMEOUT {
+        return Err(format!(
+            "a session timeout must be at most {}ms (ZooKeeper's limit, about 24 days)",
+            MAX_SESSION_TIMEOUT.as_millis()
+        ));
+    }
+    Ok(timeout)
 }
 
 /// The TLS settings the flags ask for, if any.
@@ -584,15 +624,53 @@ fn parse() -> Result<Cli, ExitCode> {
     if line.is_empty() {
         line = "bad arguments (see zklock --help)".into();
     }
-    // `run` or `elect` without `--`: say where the command goes.
+    // clap's "did you mean" tips, on the same line.
+    let (similar, other) = tips(&error);
+    for tip in similar.iter().chain(&other) {
+        line.push_str(&format!(" (tip: {tip})"));
+    }
+    // `run` or `elect` without `--`: say where the command goes (unless the word is a
+    // misspelt option of ours).
     let args: Vec<String> = std::env::args().skip(1).collect();
     let takes_command = args.iter().any(|a| a == "run" || a == "elect") && !args.iter().any(|a| a == "--");
     if takes_command
+        && similar.is_empty()
         && matches!(error.kind(), K::UnknownArgument | K::TooManyValues | K::MissingRequiredArgument)
     {
         line.push_str(" (the command goes after --: zklock run LOCKPATH -- COMMAND [ARGS...], or -c STRING)");
     }
     Err(Failure::new(exit::USAGE, line).report())
+}
+
+/// clap's tips for an error, worded as clap words them: first the similar subcommands,
+/// arguments and values ("a similar argument exists: '--connect'"), then the others ("'run
+/// --no-wait' exists"), less "to pass 'X' as a value, use '-- X'": where a command goes after
+/// `--` is said by `parse`, and no other zklock argument takes such a value.
+fn tips(error: &clap::Error) -> (Vec<String>, Vec<String>) {
+    use clap::error::{ContextKind as C, ContextValue as V};
+    let mut similar = Vec::new();
+    for (kind, what) in
+        [(C::SuggestedSubcommand, "subcommand"), (C::SuggestedArg, "argument"), (C::SuggestedValue, "value")]
+    {
+        let names = match error.get(kind) {
+            Some(V::String(name)) => vec![name.clone()],
+            Some(V::Strings(names)) => names.clone(),
+            _ => continue,
+        };
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        match quoted.len() {
+            0 => {}
+            1 => similar.push(format!("a similar {what} exists: {}", quoted[0])),
+            _ => similar.push(format!("some similar {what}s exist: {}", quoted.join(", "))),
+        }
+    }
+    let other = match error.get(C::Suggested) {
+        Some(V::StyledStrs(tips)) => {
+            tips.iter().map(ToString::to_string).filter(|t| !t.starts_with("to pass ")).collect()
+        }
+        _ => Vec::new(),
+    };
+    (similar, other)
 }
 
 fn main() -> ExitCode {

@@ -119,7 +119,10 @@ pub struct Listed {
     pub kind: &'static str,
     /// Participant ids of the holders (the leader, for an election).
     pub holders: Vec<String>,
-    /// Holders and waiters.
+    /// How many wait (queued behind the holders).
+    pub waiters: usize,
+    /// Holders and waiters together: every node in the queue (kept for compatibility; it
+    /// counts the holders too).
     pub queue: usize,
     /// How long the oldest holder has held it (by the server's creation time of its node).
     pub age_ms: Option<i64>,
@@ -163,6 +166,7 @@ pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<L
                     kind: kind.name(),
                     age_ms: holders.iter().map(|p| (now - p.ctime_ms).max(0)).max(),
                     holders: holders.iter().map(|p| p.id.clone()).collect(),
+                    waiters: queue.len() - holders.len(),
                     queue: queue.len(),
                 });
             }
@@ -187,15 +191,16 @@ pub async fn ls(conn: &Conn, prefix: &str, format: NodeFormat, json: bool) -> Re
         println!("no locks or elections under {prefix}");
         return Ok(());
     }
-    println!("{:<32} {:<16} {:<24} {:>5} {:>8}", "PATH", "KIND", "HOLDER", "QUEUE", "AGE");
+    println!("{:<32} {:<16} {:<24} {:>7} {:>7} {:>8}", "PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE");
     for l in &found {
         let holder = if l.holders.is_empty() { "-".to_string() } else { l.holders.join(",") };
         println!(
-            "{:<32} {:<16} {:<24} {:>5} {:>8}",
+            "{:<32} {:<16} {:<24} {:>7} {:>7} {:>8}",
             l.path,
             l.kind,
             holder,
-            l.queue,
+            l.holders.len(),
+            l.waiters,
             l.age_ms.map_or("-".to_string(), age)
         );
     }

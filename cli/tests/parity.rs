@@ -184,11 +184,14 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     let leader =
         zklock(&c).args(["elect", "--id", "boss", "/app/election", "--", "sleep", "60"]).spawn().unwrap();
     eventually("boss leads", || queue_len(&c, "/app/election") == 1).await;
+    // A failed assertion must not leave them running (a waiter retries the stopped server).
+    let _reapers = (Reaper(waiter.id()), Reaper(leader.id()));
 
     let out = zklock(&c).args(["ls", "--json", "/app"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let found: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let summary: Vec<(&str, &str, String, u64)> = found
+    // (path, kind, holders, waiters, queue): `queue` counts holders and waiters together.
+    let summary: Vec<(&str, &str, String, Option<u64>, u64)> = found
         .iter()
         .map(|l| {
             let holders: Vec<&str> =
@@ -197,6 +200,7 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
                 l["path"].as_str().unwrap(),
                 l["kind"].as_str().unwrap(),
                 holders.join(","),
+                l["waiters"].as_u64(),
                 l["queue"].as_u64().unwrap(),
             )
         })
@@ -204,9 +208,9 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     assert_eq!(
         summary,
         [
-            ("/app/election", "election", "boss".to_string(), 1),
-            ("/app/locks/a", "lock", "alpha".to_string(), 2),
-            ("/app/locks/deep/b", "lock", "beta".to_string(), 1),
+            ("/app/election", "election", "boss".to_string(), Some(0), 1),
+            ("/app/locks/a", "lock", "alpha".to_string(), Some(1), 2),
+            ("/app/locks/deep/b", "lock", "beta".to_string(), Some(0), 1),
         ]
     );
     assert!(found.iter().all(|l| l["age_ms"].as_i64().is_some()));
@@ -216,6 +220,18 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
         table.contains("/app/locks/a") && table.contains("alpha") && !table.contains("election"),
         "{table}"
     );
+    // One holder and one waiter on /app/locks/a: HOLDERS 1, WAITERS 1 (not a queue of 2).
+    let columns = |line: &str| line.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let mut lines = table.lines();
+    assert_eq!(
+        columns(lines.next().unwrap()),
+        ["PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE"],
+        "{table}"
+    );
+    let rows: Vec<Vec<String>> = lines.map(columns).collect();
+    assert_eq!(rows.len(), 2, "{table}");
+    assert_eq!(rows[0][..5], ["/app/locks/a", "lock", "alpha", "1", "1"], "{table}");
+    assert_eq!(rows[1][..5], ["/app/locks/deep/b", "lock", "beta", "1", "0"], "{table}");
 
     let parent = status(&c, "/app/locks");
     assert_eq!(parent["free"].as_bool(), Some(false), "{parent}");
