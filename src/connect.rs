@@ -40,8 +40,9 @@ impl std::fmt::Debug for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// A session timeout (the server clamps it to its `[minSessionTimeout, maxSessionTimeout]`,
-    /// by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
+    /// A session timeout of 1 ms to `i32::MAX` ms (connecting refuses any other with
+    /// [`Error::InvalidSessionTimeout`]; the server bounds it to its `[minSessionTimeout,
+    /// maxSessionTimeout]`, by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
     /// after an expiry backs off from 50 ms up to 5 s; Nagle's algorithm off on the
     /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]).
     pub fn new(session_timeout: Duration) -> ConnectOptions {
@@ -124,34 +125,40 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 /// Opens one raw client with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked
 /// (or created). A [`crate::Session`] calls this for its first session and after every expiry.
 ///
-/// A server that speaks the other protocol (plaintext where TLS is configured, or the reverse)
-/// never completes a handshake: that is an [`Error::Connect`] after the bounded wait, as for an
-/// unreachable server. So is a server certificate the configured CA did not sign, or one that
-/// does not name the host.
+/// It gives up after [`connect_wait`], everything included; then each address is probed to say
+/// why ([`ConnectFailure`]). A server that speaks the other protocol (plaintext where TLS is
+/// configured, or the reverse) never completes a handshake, nor does one whose certificate the
+/// configured CA did not sign or that does not name the host: that is an [`Error::Connect`]
+/// after the wait, as for a server that does not answer.
 ///
 /// # Errors
-/// [`Error::Resolve`] when no host of `connect` resolves to an address (at once, not after the
-/// wait); [`Error::Connect`]; [`Error::Tls`] for a server name no certificate can be checked against;
-/// [`Error::ChrootMissing`] when the chroot does not exist and `create_chroot` is off;
-/// [`Error::NoAuth`] when creating the chroot is refused.
+/// [`Error::InvalidSessionTimeout`] at once; [`Error::Resolve`] when no host of `connect`
+/// resolves to an address (at once, not after the wait); [`Error::Connect`]; [`Error::Tls`] for
+/// a server name no certificate can be checked against; [`Error::ChrootMissing`] when the chroot
+/// does not exist and `create_chroot` is off; [`Error::NoAuth`] when creating the chroot is
+/// refused; [`Error::Timeout`] when the chroot check is not answered within the wait.
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
 pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
+    check_session_timeout(options.session_timeout)?;
+    let wait = connect_wait(options.session_timeout);
+    let deadline = tokio::time::Instant::now() + wait;
     let (servers, chroot) = split_chroot(connect);
-    let client = open(servers, options, connect).await?;
+    let client = open(servers, options, connect, deadline, wait).await?;
     let Some(chroot) = chroot else { return Ok(client) };
-    match client.check_stat(chroot).await {
-        Ok(Some(_)) => {}
-        Ok(None) if options.create_chroot => {
-            client
+    let check = async {
+        match client.check_stat(chroot).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) if options.create_chroot => client
                 .mkdir(chroot, &CreateMode::Persistent.with_acls(Acls::anyone_all()))
                 .await
-                .map_err(Error::zk("create chroot", chroot))?;
+                .map_err(Error::zk("create chroot", chroot)),
+            Ok(None) => Err(Error::ChrootMissing { chroot: chroot.to_string() }),
+            Err(e) => Err(Error::from_zk("check chroot", chroot, e)),
         }
-        Ok(None) => return Err(Error::ChrootMissing { chroot: chroot.to_string() }),
-        Err(e) => return Err(Error::from_zk("check chroot", chroot, e)),
-    }
+    };
+    tokio::time::timeout_at(deadline, check).await.map_err(|_| Error::Timeout(wait))??;
     client.chroot(chroot).map_err(|_| Error::InvalidPath {
         path: chroot.to_string(),
         reason: crate::error::PathError::NotAbsolute,
@@ -171,8 +178,51 @@ fn split_chroot(connect: &str) -> (&str, Option<&str>) {
     }
 }
 
-async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Client> {
-    let bound = options.session_timeout.saturating_mul(2).max(Duration::from_secs(2));
+/// The shortest wait for a session, whatever the session timeout (see [`connect_wait`]).
+const MIN_CONNECT_WAIT: Duration = Duration::from_secs(2);
+/// The longest part of the wait kept for probing the addresses after the attempts failed.
+const MAX_PROBE_TIME: Duration = Duration::from_secs(2);
+
+/// How long connecting goes on before it gives up: the session timeout, at least 2 s. Everything
+/// (resolving the hosts, the attempts, the chroot check, probing the addresses after a failure)
+/// fits in it.
+pub(crate) fn connect_wait(session_timeout: Duration) -> Duration {
+    session_timeout.max(MIN_CONNECT_WAIT)
+}
+
+/// The part of a connect wait kept to probe the addresses: its last fifth, at most 2 s.
+fn probe_time(wait: Duration) -> Duration {
+    (wait / 5).min(MAX_PROBE_TIME)
+}
+
+/// The smallest session timeout that can be asked for: ZooKeeper counts it in whole milliseconds,
+/// and the client crate reads 0 as "its default" (6 s).
+const MIN_SESSION_TIMEOUT: Duration = Duration::from_millis(1);
+/// The largest: the connect request carries it as a signed 32-bit count of milliseconds.
+const MAX_SESSION_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Refuses a session timeout ZooKeeper cannot be asked for (see [`Error::InvalidSessionTimeout`]).
+pub(crate) fn check_session_timeout(requested: Duration) -> Result<()> {
+    if (MIN_SESSION_TIMEOUT..=MAX_SESSION_TIMEOUT).contains(&requested) {
+        Ok(())
+    } else {
+        Err(Error::InvalidSessionTimeout { requested })
+    }
+}
+
+/// Starts a session on one of `servers` by `deadline`, the end of a wait of `wait` (see
+/// [`open_client`]).
+async fn open(
+    servers: &str,
+    options: &ConnectOptions,
+    shown: &str,
+    deadline: tokio::time::Instant,
+    wait: Duration,
+) -> Result<Client> {
+    let started = std::time::Instant::now();
+    // The last part of the wait is kept to probe the addresses, so that even an address that
+    // drops every packet is classified before the deadline.
+    let attempts_end = deadline - probe_time(wait);
     let mut connector = Client::connector().with_session_timeout(options.session_timeout);
     for (scheme, credentials) in &options.auth {
         connector = connector.with_auth(scheme, credentials);
@@ -186,44 +236,238 @@ async fn open(servers: &str, options: &ConnectOptions, shown: &str) -> Result<Cl
         }
         None => false,
     };
-    let connecting = async move {
-        resolve_any(servers, shown).await?;
-        #[cfg(feature = "tls")]
-        if secure {
-            return connector
-                .secure_connect(servers)
-                .await
-                .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() });
+    let addresses = match tokio::time::timeout_at(attempts_end, resolve_any(servers, shown)).await {
+        Ok(addresses) => addresses?,
+        Err(_) => {
+            return Err(Error::Resolve {
+                connect: shown.to_string(),
+                host: servers.to_string(),
+                reason: format!("the system resolver gave no answer within the connect wait ({wait:?})"),
+            })
         }
-        connector
-            .connect(servers)
-            .await
-            .map_err(|source| Error::Connect { connect: shown.to_string(), source: source.into() })
     };
-    match tokio::time::timeout(bound, connecting).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(Error::Connect { connect: shown.to_string(), source: ZkError::Timeout.into() }),
+    let attempt = || {
+        let connector = connector.clone();
+        async move {
+            #[cfg(feature = "tls")]
+            if secure {
+                return connector.secure_connect(servers).await;
+            }
+            connector.connect(servers).await
+        }
+    };
+    // The client crate tries every server in turn, with backoff, until its own deadline (about
+    // the session timeout) and reports only `Timeout`: that is the one outcome tried again, up to
+    // the end of our attempts. Any other error is final.
+    let last = loop {
+        match tokio::time::timeout_at(attempts_end, attempt()).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(source @ ZkError::BadArguments(_))) => {
+                return Err(Error::Connect {
+                    connect: shown.to_string(),
+                    reason: ConnectFailure::BadConnectString,
+                    probes: Vec::new(),
+                    waited: started.elapsed(),
+                    source: source.into(),
+                })
+            }
+            Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < attempts_end => {
+                tokio::time::sleep_until(attempts_end.min(tokio::time::Instant::now() + RETRY_PAUSE)).await;
+            }
+            Ok(Err(error)) => break error,
+            Err(_) => break ZkError::Timeout,
+        }
+    };
+    let within =
+        deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1));
+    let probes = probe(addresses, within).await;
+    let reason = classify(&probes);
+    tracing::debug!(connect = shown, ?reason, ?probes, error = %last, "no session");
+    Err(Error::Connect {
+        connect: shown.to_string(),
+        reason,
+        probes,
+        waited: started.elapsed(),
+        source: last.into(),
+    })
+}
+
+/// The pause before asking the client crate again after its own deadline passed.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Why no ZooKeeper session could be started ([`Error::Connect`]): what a plain TCP connection
+/// to each address of the connect string found, once the attempts had failed.
+///
+/// Match on it to tell a server that is down ([`ConnectFailure::Refused`]) from one that is
+/// misconfigured ([`ConnectFailure::NoSession`]) and from a network problem
+/// ([`ConnectFailure::NoAnswer`]); the error's `probes` say what each address did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectFailure {
+    /// Every address refused the connection: nothing listens there. ZooKeeper is not running on
+    /// that host, or listens on another port.
+    Refused,
+    /// An address accepts TCP connections, yet no ZooKeeper session was started: it is another
+    /// service (ZooKeeper's admin, quorum or election port, another server), a proxy to a server
+    /// that is down, the other protocol (plaintext to a TLS port or the reverse), a server
+    /// without a quorum or that does not answer, or a server that turned the session down (the
+    /// error's source says so).
+    NoSession,
+    /// No address accepted or refused the connection: nothing answered (a host that is down, a
+    /// firewall that drops the packets), or the network has no route to it.
+    NoAnswer,
+    /// The client crate could not read the connect string (the error's source says why); nothing
+    /// was sent.
+    BadConnectString,
+}
+
+/// What a plain TCP connection to one address found (see [`ConnectFailure`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Probe {
+    /// The connection was refused: nothing listens on that port.
+    Refused,
+    /// The connection was accepted (then closed, without a byte sent).
+    Accepted,
+    /// No answer before the connect wait ended.
+    NoAnswer,
+    /// Another error, as the system reported it (no route to the host, say).
+    Failed(String),
+}
+
+/// Connects to each address at once, with a plain TCP connection that waits at most `within`,
+/// and closes it. The connections are made on the blocking pool.
+async fn probe(addresses: Vec<SocketAddr>, within: Duration) -> Vec<(SocketAddr, Probe)> {
+    let probes: Vec<_> = addresses
+        .into_iter()
+        .map(|address| {
+            let probe = tokio::task::spawn_blocking(move || {
+                match std::net::TcpStream::connect_timeout(&address, within) {
+                    Ok(_) => Probe::Accepted,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Probe::Refused,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+                        ) =>
+                    {
+                        Probe::NoAnswer
+                    }
+                    Err(e) => Probe::Failed(e.to_string()),
+                }
+            });
+            (address, probe)
+        })
+        .collect();
+    let mut found = Vec::with_capacity(probes.len());
+    for (address, probe) in probes {
+        found.push((address, probe.await.unwrap_or_else(|e| Probe::Failed(e.to_string()))));
     }
+    found
+}
+
+/// The failure the probes show: an address that accepts makes it [`ConnectFailure::NoSession`]
+/// (that server is the one to look at); every address refusing, [`ConnectFailure::Refused`];
+/// anything else, [`ConnectFailure::NoAnswer`].
+fn classify(probes: &[(SocketAddr, Probe)]) -> ConnectFailure {
+    if probes.iter().any(|(_, probe)| *probe == Probe::Accepted) {
+        ConnectFailure::NoSession
+    } else if !probes.is_empty() && probes.iter().all(|(_, probe)| *probe == Probe::Refused) {
+        ConnectFailure::Refused
+    } else {
+        ConnectFailure::NoAnswer
+    }
+}
+
+/// The part of [`Error::Connect`]'s message after the connect string: what each address did,
+/// then what to check.
+pub(crate) fn describe(
+    reason: ConnectFailure,
+    probes: &[(SocketAddr, Probe)],
+    waited: Duration,
+    source: &crate::ClientError,
+) -> String {
+    use std::fmt::Write;
+    if reason == ConnectFailure::BadConnectString {
+        return format!(
+            "the connect string cannot be read ({source}); write it as host:port[,host:port...][/chroot]"
+        );
+    }
+    let mut out = format!("no session after {waited:.1?} of trying: ");
+    for (i, (address, probe)) in probes.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        let _ = match probe {
+            Probe::Refused => write!(out, "{sep}{address} refused the connection"),
+            Probe::Accepted => {
+                write!(out, "{sep}{address} accepted the connection but started no ZooKeeper session")
+            }
+            Probe::NoAnswer => write!(out, "{sep}{address} did not answer"),
+            Probe::Failed(error) => write!(out, "{sep}{address} could not be reached ({error})"),
+        };
+    }
+    if probes.is_empty() {
+        out.push_str("no address to try");
+    }
+    let _ = match source.as_zookeeper_client() {
+        ZkError::Timeout | ZkError::ConnectionLoss => Ok(()),
+        other => write!(out, " (the client's last error: {other})"),
+    };
+    // What to check, for each kind of outcome found (prefixed with the outcome when they differ).
+    let hints = [
+        (
+            "accepted",
+            probes.iter().any(|(_, p)| *p == Probe::Accepted),
+            "is that ZooKeeper's client port (not its admin, quorum or election port), with TLS on its \
+             secure port only? A server without a quorum starts no sessions: see its log.",
+        ),
+        (
+            "refused",
+            probes.iter().any(|(_, p)| *p == Probe::Refused),
+            "is ZooKeeper running there, on that port (its clientPort, or secureClientPort for TLS)?",
+        ),
+        (
+            "no answer",
+            probes.iter().any(|(_, p)| matches!(p, Probe::NoAnswer | Probe::Failed(_))) || probes.is_empty(),
+            "is the host up, and does a firewall drop the traffic to that port?",
+        ),
+    ];
+    let found: Vec<_> = hints.iter().filter(|(_, present, _)| *present).collect();
+    match found.as_slice() {
+        [(_, _, hint)] => {
+            let _ = write!(out, "; {hint}");
+        }
+        several => {
+            out.push('.');
+            for (outcome, _, hint) in several {
+                let _ = write!(out, " Where {outcome}: {hint}");
+            }
+        }
+    }
+    out
 }
 
 /// Resolves every host of `servers` before connecting, because the client crate retries an
 /// unresolvable host until the deadline and then reports only a timeout. As ZooKeeper's own
 /// client does, an ensemble goes on while one of its hosts resolves (each host that does not is
 /// logged as a warning); [`Error::Resolve`] when none does. Addresses the client crate would
-/// refuse are left for it to report.
-async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
+/// refuse are left for it to report. Returns every address found (once each), to probe if no
+/// session can be started.
+async fn resolve_any(servers: &str, shown: &str) -> Result<Vec<SocketAddr>> {
     let hosts: Vec<(String, u16)> = servers.split(',').filter_map(host_port).collect();
     if hosts.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let lookups = tokio::task::spawn_blocking(move || {
         use std::net::ToSocketAddrs;
         hosts
             .into_iter()
-            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs().map(|mut a| a.next()) {
-                Ok(Some(_)) => (host, None),
-                Ok(None) => (host, Some("no address".to_string())),
-                Err(e) => (host, Some(e.to_string())),
+            .map(|(host, port)| match (host.as_str(), port).to_socket_addrs() {
+                Ok(found) => {
+                    let found: Vec<SocketAddr> = found.collect();
+                    let failure = found.is_empty().then(|| "no address".to_string());
+                    (host, found, failure)
+                }
+                Err(e) => (host, Vec::new(), Some(e.to_string())),
             })
             .collect::<Vec<_>>()
     })
@@ -233,16 +477,26 @@ async fn resolve_any(servers: &str, shown: &str) -> Result<()> {
         host: servers.to_string(),
         reason: e.to_string(),
     })?;
-    let resolved = lookups.iter().any(|(_, failure)| failure.is_none());
-    let mut failures = lookups.into_iter().filter_map(|(host, failure)| Some((host, failure?)));
-    if !resolved {
-        let (host, reason) = failures.next().expect("a host that failed to resolve");
+    let mut addresses: Vec<SocketAddr> = Vec::new();
+    let mut failures = Vec::new();
+    for (host, found, failure) in lookups {
+        for address in found {
+            if !addresses.contains(&address) {
+                addresses.push(address);
+            }
+        }
+        if let Some(reason) = failure {
+            failures.push((host, reason));
+        }
+    }
+    if addresses.is_empty() {
+        let (host, reason) = failures.into_iter().next().expect("a host that failed to resolve");
         return Err(Error::Resolve { connect: shown.to_string(), host, reason });
     }
     for (host, reason) in failures {
         tracing::warn!(connect = shown, %host, %reason, "a host of the connect string does not resolve; using the others");
     }
-    Ok(())
+    Ok(addresses)
 }
 
 /// One server's host and port as the client crate reads them (`host`, `host:port`,
@@ -263,7 +517,34 @@ fn host_port(server: &str) -> Option<(String, u16)> {
 
 #[cfg(test)]
 mod tests {
-    use super::{host_port, split_chroot};
+    use std::net::SocketAddr;
+    use std::time::Duration;
+
+    use super::{classify, connect_wait, host_port, probe_time, split_chroot, ConnectFailure, Probe};
+
+    #[test]
+    fn the_wait_is_the_session_timeout_at_least_2_s_its_last_fifth_for_probes() {
+        let s = Duration::from_secs;
+        assert_eq!(connect_wait(Duration::from_millis(100)), s(2));
+        assert_eq!(connect_wait(s(10)), s(10));
+        assert_eq!(probe_time(s(2)), Duration::from_millis(400));
+        assert_eq!(probe_time(s(5)), s(1));
+        assert_eq!(probe_time(s(60)), s(2));
+    }
+
+    #[test]
+    fn an_address_that_accepts_is_the_one_to_look_at() {
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "[::1]:2".parse().unwrap();
+        let failed = Probe::Failed("No route to host (os error 113)".to_string());
+        assert_eq!(classify(&[(a, Probe::Refused), (b, Probe::Refused)]), ConnectFailure::Refused);
+        assert_eq!(classify(&[(a, Probe::Refused), (b, Probe::Accepted)]), ConnectFailure::NoSession);
+        assert_eq!(classify(&[(a, Probe::NoAnswer), (b, Probe::Accepted)]), ConnectFailure::NoSession);
+        assert_eq!(classify(&[(a, Probe::Refused), (b, Probe::NoAnswer)]), ConnectFailure::NoAnswer);
+        assert_eq!(classify(&[(a, Probe::Refused), (b, failed.clone())]), ConnectFailure::NoAnswer);
+        assert_eq!(classify(&[(a, failed)]), ConnectFailure::NoAnswer);
+        assert_eq!(classify(&[]), ConnectFailure::NoAnswer);
+    }
 
     #[test]
     fn reads_hosts_as_the_client_crate_does() {

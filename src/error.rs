@@ -79,13 +79,26 @@ pub enum Error {
         path: String,
     },
 
-    /// Connecting failed: unreachable servers, a bad connect string, or no session within the
-    /// timeout.
-    #[error("cannot connect to ZooKeeper at {connect:?}: {source}")]
+    /// No ZooKeeper session could be started within the connect wait (the session timeout, at
+    /// least 2 s; see [`crate::Session::connect`]), or the connect string cannot be read.
+    /// `reason` says which failure it was, from what a plain TCP connection to each address found
+    /// (`probes`); the message names each address and what to check.
+    #[error(
+        "cannot connect to ZooKeeper at {connect:?}: {}",
+        crate::connect::describe(*.reason, .probes, *.waited, .source)
+    )]
     Connect {
         /// The connect string.
         connect: String,
-        /// What the client reported.
+        /// Why: every address refused, one accepts but started no session, none answered, or a
+        /// connect string the client cannot read.
+        reason: crate::ConnectFailure,
+        /// What a plain TCP connection to each address of the connect string found, once the
+        /// attempts had failed (empty for [`crate::ConnectFailure::BadConnectString`]).
+        probes: Vec<(std::net::SocketAddr, crate::Probe)>,
+        /// How long connecting went on.
+        waited: Duration,
+        /// What the client reported last (`timeout` when the wait ran out).
         #[source]
         source: ClientError,
     },
@@ -271,6 +284,19 @@ pub enum Error {
         /// The client's error.
         #[source]
         source: ClientError,
+    },
+
+    /// A session timeout that cannot be asked of ZooKeeper: under 1 ms (zero would become the
+    /// client's default of 6 s), or over `i32::MAX` milliseconds (the protocol carries it as a
+    /// signed 32-bit count of milliseconds). Nothing was sent.
+    #[error(
+        "invalid session timeout {requested:?}: ask for 1 ms to {} ms (i32::MAX); the server then \
+         bounds it to its [minSessionTimeout, maxSessionTimeout], by default 2 to 20 ticks",
+        i32::MAX
+    )]
+    InvalidSessionTimeout {
+        /// The session timeout asked for.
+        requested: Duration,
     },
 }
 

@@ -98,7 +98,7 @@ mod status;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use connect::ConnectOptions;
+pub use connect::{ConnectFailure, ConnectOptions, Probe};
 pub use error::{is_connection_loss, ClientError, Error, PathError, Result};
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;

@@ -26,6 +26,8 @@ pub(crate) use self::listeners::{Listener, Registration};
 pub use self::state::{ConnectionState, SessionStatus};
 use crate::connect::{open_client, server_addresses, ConnectOptions};
 use crate::error::{Error, Result};
+#[cfg(doc)]
+use crate::ConnectFailure;
 
 /// A self-healing ZooKeeper session: connect one, build every recipe from it, share it (it is
 /// cheap to clone).
@@ -121,9 +123,28 @@ impl Session {
     /// The first connection is made before this returns, so bad input is reported at once; after
     /// that, new sessions are started on their own.
     ///
+    /// **The session timeout** must be 1 ms to `i32::MAX` ms. The server bounds it to its
+    /// `[minSessionTimeout, maxSessionTimeout]` (by default 2 to 20 times its `tickTime`):
+    /// [`Session::session_timeout`] is the one it granted, [`Session::requested_session_timeout`]
+    /// the one asked for, and a warning is logged when they differ.
+    ///
+    /// **How long it takes.** Connecting goes on for the *connect wait*: the session timeout, at
+    /// least 2 s. While the servers refuse connections, drop them or do not answer, it tries
+    /// again (the client crate's backoff), as Curator does until its connection timeout: a server
+    /// being restarted refuses connections for a moment, and giving up at the first refusal would
+    /// fail a start during a rolling restart. The last fifth of the wait (at most 2 s) is kept to
+    /// probe each address with a plain TCP connection and tell why there is no session (see
+    /// [`ConnectFailure`]). Everything (resolving the hosts, the chroot check) fits in the wait:
+    /// this returns within it, whatever the servers do.
+    ///
     /// # Errors
-    /// [`Error::Connect`] when no server answered within about twice the session timeout (at
-    /// least 2 s); [`Error::ChrootMissing`]; see [`Session::connect_with`].
+    /// [`Error::InvalidSessionTimeout`] at once, nothing sent; [`Error::Resolve`] at once when no
+    /// host resolves; [`Error::Connect`] when no session was started within the wait, with its
+    /// [`ConnectFailure`]: [`ConnectFailure::Refused`] (nothing listens on any address),
+    /// [`ConnectFailure::NoSession`] (an address accepts connections but is not a ZooKeeper
+    /// client port that serves us), [`ConnectFailure::NoAnswer`] (nothing answered), or
+    /// [`ConnectFailure::BadConnectString`] (at once); [`Error::ChrootMissing`]; see
+    /// [`Session::connect_with`].
     ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future abandons the attempt.
@@ -132,12 +153,15 @@ impl Session {
     }
 
     /// Connects with [`ConnectOptions`]: credentials, TLS, chroot handling, reconnect backoff.
+    /// The session timeout and the connect wait are as for [`Session::connect`].
     ///
     /// # Errors
-    /// [`Error::Connect`]: unreachable servers, a bad connect string, a refused TLS handshake;
+    /// As [`Session::connect`]. [`Error::Connect`] also for a refused TLS handshake (a server
+    /// that speaks the other protocol, a certificate the CA did not sign), after the wait;
     /// [`Error::Tls`] for a server name no certificate can be checked against;
     /// [`Error::ChrootMissing`] when the chroot does not exist and `create_chroot` is off;
-    /// [`Error::NoAuth`] when creating the chroot is refused.
+    /// [`Error::NoAuth`] when creating the chroot is refused; [`Error::Timeout`] when the chroot
+    /// check is not answered within the wait.
     ///
     /// # Cancel safety
     /// Cancel-safe: dropping the future abandons the attempt.
@@ -235,10 +259,18 @@ impl Session {
         }
     }
 
-    /// The negotiated session timeout of the current session (the server may have clamped the
-    /// one asked for); the asked one while a new session is being started.
+    /// The negotiated session timeout of the current session: the one asked for
+    /// ([`Session::requested_session_timeout`]) as the server bounded it to its
+    /// `[minSessionTimeout, maxSessionTimeout]`. It is the one that counts: the server expires
+    /// the session after it, and [`Session::safe_until`] follows it.
     pub fn session_timeout(&self) -> Duration {
         self.handle.shared.session_timeout()
+    }
+
+    /// The session timeout asked for (given to [`Session::connect`] or [`ConnectOptions::new`]).
+    /// The server may have granted another: [`Session::session_timeout`].
+    pub fn requested_session_timeout(&self) -> Duration {
+        self.handle.shared.options.session_timeout
     }
 
     /// The send time of the latest request of the current session that got an answer (the
@@ -294,9 +326,25 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Makes `client` the current one, as generation `generation`.
+    /// Makes `client` the current one, as generation `generation`. Warns when the server granted
+    /// another session timeout than the one asked for (once, and again if a later session gets
+    /// yet another).
     fn install(self: &Arc<Self>, client: Client, generation: u64) -> Conn {
-        self.timeout_ms.store(client.session_timeout().as_millis() as u64, Ordering::SeqCst);
+        let negotiated = client.session_timeout();
+        let requested = self.options.session_timeout;
+        let before = self.timeout_ms.swap(negotiated.as_millis() as u64, Ordering::SeqCst);
+        // ZooKeeper counts in whole milliseconds.
+        let sent = Duration::from_millis(requested.as_millis() as u64);
+        if negotiated != sent && negotiated.as_millis() as u64 != before {
+            tracing::warn!(
+                connect = %self.connect,
+                ?requested,
+                ?negotiated,
+                "the server bounded the session timeout asked for to its [minSessionTimeout, \
+                 maxSessionTimeout]: the session expires after the negotiated one \
+                 (Session::session_timeout)"
+            );
+        }
         *lock(&self.contact) = (generation, None);
         self.contacts.send_replace(None);
         let conn = Conn::new(client, generation, self);
