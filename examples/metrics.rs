@@ -75,7 +75,7 @@ async fn main() -> Result<(), Error> {
                 2,
                 LockOptions::new().metrics_role("packers"),
             )?;
-            let lease = slots.acquire(1).await?;
+            let lease = slots.acquire().await?;
             tokio::time::sleep(Duration::from_millis(5)).await;
             lease.release().await?;
             Ok::<_, zk_recipes::Error>(worker)

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use tokio::sync::watch;
-use zookeeper_client::{CheckWriteError, CheckWriter, CreateOptions, MultiWriteResult};
+use zookeeper_client::{Acls, CheckWriteError, CheckWriter, CreateMode, CreateOptions, MultiWriteResult};
 
 use crate::error::{Error, Result};
 use crate::hold::{Hold, PendingRelease};
@@ -219,8 +219,7 @@ impl LockGuard {
             if !hold.same_session(first) {
                 return Err(Error::LockLost { path: hold.root().to_string() });
             }
-            // Version -1: the node must exist, whatever its version.
-            writer.add_check_version(hold.path(), -1)?;
+            writer.add_lock_check(hold.path(), hold.root().as_str())?;
         }
         Ok(writer)
     }
@@ -280,23 +279,89 @@ impl Drop for LockGuard {
 }
 
 /// Operations that commit only while the lock node exists. See [`LockGuard::fenced_writer`].
+///
+/// An error of [`FencedWriter::commit`] names the operation that failed and its path (a missing
+/// parent of a create names the create's path); only a failed check of our own lock node is
+/// [`Error::LockLost`].
 #[must_use = "a fenced write does nothing until committed"]
 pub struct FencedWriter<'a> {
     writer: CheckWriter<'a>,
     lock: &'a str,
+    /// Each operation added, in order: what a failed operation's index names.
+    ops: Vec<Op>,
+}
+
+/// One operation of a fenced write, for its error.
+struct Op {
+    what: &'static str,
+    path: String,
+    /// The check of one of our own lock nodes (a multi-lock member): its lock path.
+    own_lock: Option<String>,
 }
 
 impl<'a> FencedWriter<'a> {
     pub(crate) fn new(writer: CheckWriter<'a>, lock: &'a str) -> FencedWriter<'a> {
-        FencedWriter { writer, lock }
+        FencedWriter { writer, lock, ops: Vec::new() }
     }
 
-    /// Adds a create.
+    fn added(
+        &mut self,
+        what: &'static str,
+        path: &str,
+        added: std::result::Result<(), zookeeper_client::Error>,
+    ) -> Result<()> {
+        added.map_err(Error::zk(what, path))?;
+        self.ops.push(Op { what, path: path.to_string(), own_lock: None });
+        Ok(())
+    }
+
+    /// Adds a check that another of our lock nodes (a multi-lock member's `node`, of the lock
+    /// at `lock`) exists: its failure means that lock is lost.
+    pub(crate) fn add_lock_check(&mut self, node: &str, lock: &str) -> Result<()> {
+        // Version -1: the node must exist, whatever its version.
+        self.writer.add_check_version(node, -1).map_err(Error::zk("fenced write", node))?;
+        self.ops.push(Op { what: "fenced check", path: node.to_string(), own_lock: Some(lock.to_string()) });
+        Ok(())
+    }
+
+    /// Adds the create of a persistent node at `path` holding `data`, open to anyone
+    /// (`Acls::anyone_all()`, Curator's default ACL). Its parent must exist when the write
+    /// commits. For another mode or ACL, see [`FencedWriter::add_create`].
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::LockGuard) -> zk_recipes::Result<()> {
+    /// let mut write = guard.fenced_writer()?;
+    /// write.add_create_persistent("/jobs/42", b"queued")?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ZooKeeper`] for an argument the client refuses (a bad path, say).
+    pub fn add_create_persistent(&mut self, path: &str, data: &[u8]) -> Result<()> {
+        let options = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        self.add_create(path, data, &options)
+    }
+
+    /// Adds a create with the client's [`CreateOptions`]: a mode (`CreateMode`), ACLs
+    /// (`Acls`) and, for a persistent node, an optional TTL. For a plain persistent node,
+    /// [`FencedWriter::add_create_persistent`] is shorter.
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::LockGuard) -> zk_recipes::Result<()> {
+    /// use zk_recipes::zookeeper_client::{Acls, CreateMode};
+    /// let mut write = guard.fenced_writer()?;
+    /// // A sequential node only its creator may touch (with digest credentials on the session).
+    /// write.add_create("/jobs/job-", b"queued", &CreateMode::PersistentSequential.with_acls(Acls::creator_all()))?;
+    /// write.commit().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::ZooKeeper`] for an argument the client refuses (a bad path, say).
     pub fn add_create(&mut self, path: &str, data: &[u8], options: &CreateOptions<'_>) -> Result<()> {
-        self.writer.add_create(path, data, options).map_err(Error::zk("fenced create", path))
+        let added = self.writer.add_create(path, data, options);
+        self.added("fenced create", path, added)
     }
 
     /// Adds a set-data, optionally conditional on `expected_version`.
@@ -304,7 +369,8 @@ impl<'a> FencedWriter<'a> {
     /// # Errors
     /// As [`FencedWriter::add_create`].
     pub fn add_set_data(&mut self, path: &str, data: &[u8], expected_version: Option<i32>) -> Result<()> {
-        self.writer.add_set_data(path, data, expected_version).map_err(Error::zk("fenced set", path))
+        let added = self.writer.add_set_data(path, data, expected_version);
+        self.added("fenced set", path, added)
     }
 
     /// Adds a delete.
@@ -312,7 +378,8 @@ impl<'a> FencedWriter<'a> {
     /// # Errors
     /// As [`FencedWriter::add_create`].
     pub fn add_delete(&mut self, path: &str, expected_version: Option<i32>) -> Result<()> {
-        self.writer.add_delete(path, expected_version).map_err(Error::zk("fenced delete", path))
+        let added = self.writer.add_delete(path, expected_version);
+        self.added("fenced delete", path, added)
     }
 
     /// Adds a version check on another node.
@@ -320,27 +387,35 @@ impl<'a> FencedWriter<'a> {
     /// # Errors
     /// As [`FencedWriter::add_create`].
     pub fn add_check_version(&mut self, path: &str, version: i32) -> Result<()> {
-        self.writer.add_check_version(path, version).map_err(Error::zk("fenced check", path))
+        let added = self.writer.add_check_version(path, version);
+        self.added("fenced check", path, added)
     }
 
     /// Commits all operations atomically, on condition that our lock node still exists.
     ///
     /// # Errors
-    /// * [`Error::LockLost`]: our node is gone; nothing was written.
-    /// * [`Error::ZooKeeper`] for an operation that failed (nothing was written), or any other
-    ///   request error; [`Error::ConnectionLoss`] when the outcome is unknown.
+    /// Nothing was written on any error but [`Error::ConnectionLoss`].
+    /// * [`Error::LockLost`]: our lock node is gone (for a multi-lock: the lock named is the
+    ///   member whose node is gone).
+    /// * An operation failed: the error names that operation and its own path, e.g.
+    ///   `ZooKeeper fenced create on /jobs/42 failed: node not exists` when `/jobs` is missing;
+    ///   [`Error::ZooKeeper`] (its source is the server's code: `NoNode`, `NodeExists`,
+    ///   `BadVersion`, `NotEmpty`, ...) or [`Error::NoAuth`].
+    /// * [`Error::ConnectionLoss`] when the outcome is unknown; [`Error::SessionExpired`] or
+    ///   [`Error::ZooKeeper`] for other request errors.
     ///
     /// # Cancel safety
     /// The request is sent when this is called; dropping the future does not withdraw it.
     pub async fn commit(self) -> Result<Vec<MultiWriteResult>> {
-        let lock = self.lock;
-        self.writer.commit().await.map_err(|e| match e {
+        let FencedWriter { writer, lock, ops } = self;
+        writer.commit().await.map_err(|e| match e {
             CheckWriteError::CheckFailed { .. } => Error::LockLost { path: lock.to_string() },
             CheckWriteError::RequestFailed { source } => Error::from_zk("fenced multi", lock, source),
-            CheckWriteError::OperationFailed { index, source } => Error::ZooKeeper {
-                op: "fenced multi",
-                path: format!("{lock} (operation {index})"),
-                source: source.into(),
+            CheckWriteError::OperationFailed { index, source } => match ops.get(index) {
+                Some(Op { own_lock: Some(member), .. }) => Error::LockLost { path: member.clone() },
+                Some(op) => Error::from_zk(op.what, &op.path, source),
+                // Never: the server answers one result per operation sent.
+                None => Error::from_zk("fenced multi", lock, source),
             },
         })
     }

@@ -104,7 +104,7 @@ pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
 pub use leader::{
     LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions, TermEnded,
-    TermOutcome,
+    TermOutcome, TermResult,
 };
 pub use lock::{Lock, LockExt};
 pub use multi_lock::InterProcessMultiLock;

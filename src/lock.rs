@@ -86,16 +86,38 @@ forward_lock!(Box, Arc);
 
 /// [`LockExt::with_lock`] for every [`Lock`], trait objects included.
 pub trait LockExt: Lock {
-    /// Runs `work` under the lock: acquires, hands `work` the fencing token, and releases on
-    /// every exit path. When `work` returns, the lock is released and its result handed back;
-    /// when `work` panics or the future is dropped, the guard's drop releases the lock in the
+    /// Runs `work` under the lock: acquires, hands `work` the guard, and releases on every exit
+    /// path. `work` is an async closure (`async |guard| ...`) that borrows the guard, so
+    /// [`LockGuard::fencing_token`], [`LockGuard::fenced_writer`], [`LockGuard::lost`] and
+    /// [`LockGuard::safe_until`] are usable inside (it cannot release the guard: `with_lock`
+    /// does). When `work` returns, the lock is released and its result handed back; when
+    /// `work` panics or the future is dropped, the guard's drop releases the lock in the
     /// background (the panic goes on unwinding).
+    ///
+    /// The future is `Send` whenever what `work` holds across its `.await`s is (the guard, a
+    /// fenced write and its commit are), so it can be spawned:
     ///
     /// ```no_run
     /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
-    /// use zk_recipes::{InterProcessMutex, LockExt};
+    /// use zk_recipes::{Error, InterProcessMutex, LockExt};
     /// let mutex = InterProcessMutex::new(&session, "/locks/report")?;
-    /// let rows = mutex.with_lock(|token| async move { format!("written under token {token}") }).await?;
+    /// let task = tokio::spawn(async move {
+    ///     mutex
+    ///         .with_lock(async |guard| -> zk_recipes::Result<u64> {
+    ///             let token = guard.fencing_token();
+    ///             let mut write = guard.fenced_writer()?;
+    ///             write.add_set_data("/reports/latest", format!("by {token}").as_bytes(), None)?;
+    ///             tokio::select! {
+    ///                 // Stop as soon as the hold may be lost.
+    ///                 _ = guard.lost() => Err(Error::LockLost { path: "/locks/report".into() }),
+    ///                 done = write.commit() => done.map(|_| token),
+    ///             }
+    ///         })
+    ///         .await
+    /// });
+    /// // The outer `?`: the lock's own errors; the inner one: what `work` returned.
+    /// let token = task.await.expect("the task panicked")??;
+    /// # let _ = token;
     /// # Ok(()) }
     /// ```
     ///
@@ -106,15 +128,13 @@ pub trait LockExt: Lock {
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future releases the lock (or its half-made node) in the background.
-    fn with_lock<F, Fut, T>(&self, work: F) -> impl Future<Output = Result<T>> + Send
+    fn with_lock<F, T>(&self, work: F) -> impl Future<Output = Result<T>>
     where
-        F: FnOnce(u64) -> Fut + Send,
-        Fut: Future<Output = T> + Send,
-        T: Send,
+        F: AsyncFnOnce(&LockGuard) -> T,
     {
         async move {
             let guard = self.acquire().await?;
-            let out = work(guard.fencing_token()).await;
+            let out = work(&guard).await;
             guard.release().await?;
             Ok(out)
         }

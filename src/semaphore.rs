@@ -1,5 +1,6 @@
 //! [`InterProcessSemaphore`]: up to N leases shared across processes.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -71,15 +72,34 @@ impl Admission for Weighted {
 }
 
 /// A counting semaphore over ZooKeeper: at most `max_leases` leases are held at once across all
-/// processes. `acquire(n)` takes `n` leases all or none, in one node, so multi-lease acquisitions
-/// never deadlock against each other. Leases are released by [`LockGuard::release`] or on drop.
+/// processes. As `tokio::sync::Semaphore`, [`InterProcessSemaphore::acquire`] takes one lease and
+/// [`InterProcessSemaphore::acquire_many`] takes `n`, all or none, in one node, so multi-lease
+/// acquisitions never deadlock against each other. Leases are released by
+/// [`LockGuard::release`] or on drop.
 ///
 /// The maximum is stored as the data of the semaphore's path by the first participant; every
 /// acquire checks it once its node is in the queue (so the path can't be deleted and re-created
 /// meanwhile), and a participant configured with another maximum gets
 /// [`Error::LeaseMaxMismatch`].
+///
+/// A clone is another handle on the same semaphore (it shares the queue and its background
+/// cleanups: [`InterProcessSemaphore::settled`] on any clone awaits them all); each acquire,
+/// through any clone, queues for its own leases.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
+/// use zk_recipes::InterProcessSemaphore;
+/// let slots = InterProcessSemaphore::new(&session, "/semaphores/exports", 4)?;
+/// let one = slots.acquire().await?;
+/// let two_more = slots.acquire_many(2).await?;
+/// assert!(slots.try_acquire_many(2).await?.is_none(), "3 of 4 leases are held");
+/// two_more.release().await?;
+/// one.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
 pub struct InterProcessSemaphore {
-    core: LockCore,
+    core: Arc<LockCore>,
     max: u32,
 }
 
@@ -121,11 +141,11 @@ impl InterProcessSemaphore {
         }
         let mut queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
         queue.watch_own = options.watches_own_node();
-        queue.root_data = Some(std::sync::Arc::from(max_leases.to_string().into_bytes()));
-        let rule = std::sync::Arc::new(Weighted { max: u64::from(max_leases) });
+        queue.root_data = Some(Arc::from(max_leases.to_string().into_bytes()));
+        let rule = Arc::new(Weighted { max: u64::from(max_leases) });
         let spec =
             LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
-        Ok(InterProcessSemaphore { core: LockCore::new(queue, spec, &options), max: max_leases })
+        Ok(InterProcessSemaphore { core: Arc::new(LockCore::new(queue, spec, &options)), max: max_leases })
     }
 
     /// The maximum number of leases.
@@ -150,38 +170,71 @@ impl InterProcessSemaphore {
         self.core.acquire_marked(wait, &marker).await
     }
 
-    /// Waits until `leases` leases are held, all at once.
+    /// Waits until one lease is held.
     ///
     /// # Errors
-    /// [`Error::BadLeaseCount`] for 0 or more than the maximum; [`Error::LeaseMaxMismatch`];
-    /// otherwise as [`crate::InterProcessMutex::acquire`].
+    /// [`Error::LeaseMaxMismatch`]; otherwise as [`crate::InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
-    pub async fn acquire(&self, leases: u32) -> Result<LockGuard> {
+    pub async fn acquire(&self) -> Result<LockGuard> {
+        self.acquire_many(1).await
+    }
+
+    /// Takes one lease only if one is free now (and nobody is queued ahead).
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`InterProcessSemaphore::acquire`].
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.try_acquire_many(1).await
+    }
+
+    /// Waits at most `timeout` for one lease; `Ok(None)` leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// As [`InterProcessSemaphore::acquire`].
+    pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
+        self.acquire_many_timeout(1, timeout).await
+    }
+
+    /// Waits until `leases` leases are held, all at once (one node, one guard).
+    ///
+    /// # Errors
+    /// [`Error::BadLeaseCount`] for 0 or more than the maximum; otherwise as
+    /// [`InterProcessSemaphore::acquire`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future leaves no node behind.
+    pub async fn acquire_many(&self, leases: u32) -> Result<LockGuard> {
         let marker = self.prepare(leases)?;
         self.core.acquire_forever(&marker).await
     }
 
-    /// Takes `leases` leases only if they are free now.
+    /// Takes `leases` leases only if they are free now (and nobody is queued ahead).
     ///
     /// # Errors
-    /// As [`InterProcessSemaphore::acquire`].
+    /// As [`InterProcessSemaphore::acquire_many`].
     ///
     /// # Cancel safety
-    /// As [`InterProcessSemaphore::acquire`].
-    pub async fn try_acquire(&self, leases: u32) -> Result<Option<LockGuard>> {
+    /// As [`InterProcessSemaphore::acquire_many`].
+    pub async fn try_acquire_many(&self, leases: u32) -> Result<Option<LockGuard>> {
         self.acquire_with(leases, Wait::Try).await
     }
 
     /// Waits at most `timeout` for `leases` leases; `Ok(None)` leaves nothing behind.
     ///
     /// # Errors
-    /// As [`InterProcessSemaphore::acquire`].
+    /// As [`InterProcessSemaphore::acquire_many`].
     ///
     /// # Cancel safety
-    /// As [`InterProcessSemaphore::acquire`].
-    pub async fn acquire_timeout(&self, leases: u32, timeout: Duration) -> Result<Option<LockGuard>> {
+    /// As [`InterProcessSemaphore::acquire_many`].
+    pub async fn acquire_many_timeout(&self, leases: u32, timeout: Duration) -> Result<Option<LockGuard>> {
         self.acquire_with(leases, Wait::Until(Instant::now() + timeout)).await
     }
 

@@ -1,5 +1,6 @@
 //! [`InterProcessSemaphoreMutex`]: a non-reentrant distributed mutex.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -13,8 +14,13 @@ use crate::session::Session;
 /// A non-reentrant mutex, as Curator's `InterProcessSemaphoreMutex`: a second acquire through the
 /// same handle waits like anyone else's (or times out), and [`LockGuard::reenter`] is refused. Same
 /// queue and node names as [`InterProcessMutex`], so the two exclude each other on one path.
+///
+/// A clone is another handle on the same lock, as an `Arc` would be: clones share the local
+/// turn (two tasks acquiring through any two clones take turns, one node at a time) and the
+/// background cleanups.
+#[derive(Clone)]
 pub struct InterProcessSemaphoreMutex {
-    core: LockCore,
+    core: Arc<LockCore>,
 }
 
 impl std::fmt::Debug for InterProcessSemaphoreMutex {
@@ -42,7 +48,7 @@ impl InterProcessSemaphoreMutex {
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
         Ok(InterProcessSemaphoreMutex {
-            core: InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")?,
+            core: Arc::new(InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")?),
         })
     }
 

@@ -74,10 +74,10 @@ async fn semaphore_leases() {
         zk,
         raw(&c).session_id().0,
         ["/c/sem"],
-        busy = blocker.acquire(2).await.ok(),
+        busy = blocker.acquire_many(2).await.ok(),
         attempt(rng) = {
             let n = 1 + rng.below(3) as u32;
-            drop_randomly(&mut rng, || sem.acquire(n)).await
+            drop_randomly(&mut rng, || sem.acquire_many(n)).await
         }
     );
 }
@@ -157,7 +157,9 @@ async fn leader_selector_dropped_mid_election() {
         ["/c/selector"],
         busy = incumbent.acquire().await.ok(),
         attempt(rng) = {
-            let selector = LeaderSelector::new(&c, "/c/selector", SelectorOptions::new("ours")).unwrap();
+            let selector =
+                LeaderSelector::new(&c, "/c/selector", SelectorOptions::new().participant_id("ours"))
+                    .unwrap();
             selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
             drop_randomly(&mut rng, || selector.await_leadership()).await
         }

@@ -204,20 +204,20 @@ async fn a_semaphore_waiter_wakes_on_any_release() {
     let zk = common::standalone().await;
     let session = common::session(&zk.connect_string()).await;
     let semaphore = Arc::new(InterProcessSemaphore::new(&session, "/c/sem-any", 3).unwrap());
-    let a = semaphore.acquire(1).await.unwrap();
-    let b = semaphore.acquire(1).await.unwrap();
-    let c = semaphore.acquire(1).await.unwrap();
+    let a = semaphore.acquire().await.unwrap();
+    let b = semaphore.acquire().await.unwrap();
+    let c = semaphore.acquire().await.unwrap();
     let admin = admin(&zk.connect_string()).await;
     // D queues first, then E (spawned together, either could be first).
     let d = {
         let s = semaphore.clone();
-        tokio::spawn(async move { s.acquire(1).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     common::eventually("the first waiter", || async { children(&admin, "/c/sem-any").await.len() == 4 })
         .await;
     let e = {
         let s = semaphore.clone();
-        tokio::spawn(async move { s.acquire(1).await.unwrap() })
+        tokio::spawn(async move { s.acquire().await.unwrap() })
     };
     common::eventually("two waiters", || async { children(&admin, "/c/sem-any").await.len() == 5 }).await;
     // C, the last holder, releases first: D (the first waiter) gets in while A and B hold.
@@ -239,12 +239,12 @@ async fn the_semaphore_maximum_is_checked_on_every_acquire() {
     let admin = admin(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
     let one = InterProcessSemaphore::new(&session, "/c/sem-max", 1).unwrap();
-    one.acquire(1).await.unwrap().release().await.unwrap();
+    one.acquire().await.unwrap().release().await.unwrap();
     admin.delete("/c/sem-max", None).await.unwrap();
     admin.create("/c/sem-max", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.unwrap();
     let five = InterProcessSemaphore::new(&session, "/c/sem-max", 5).unwrap();
-    let held = five.acquire(1).await.unwrap();
-    assert!(matches!(one.try_acquire(1).await, Err(Error::LeaseMaxMismatch { .. })));
+    let held = five.acquire().await.unwrap();
+    assert!(matches!(one.try_acquire().await, Err(Error::LeaseMaxMismatch { .. })));
     held.release().await.unwrap();
     assert_eq!(
         children(&admin, "/c/sem-max").await,
@@ -332,8 +332,12 @@ async fn a_panicking_leadership_task_relinquishes_and_requeues() {
     let zk = common::standalone().await;
     let admin = admin(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let selector =
-        LeaderSelector::new(&session, "/c/panic", SelectorOptions::new("p").auto_requeue(true)).unwrap();
+    let selector = LeaderSelector::new(
+        &session,
+        "/c/panic",
+        SelectorOptions::new().participant_id("p").auto_requeue(true),
+    )
+    .unwrap();
     let mut terms = selector.terms();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = calls.clone();
@@ -364,7 +368,8 @@ async fn a_blocking_task_cannot_hide_a_lost_term_and_the_selector_requeues() {
     let zk = common::standalone().await;
     let admin = admin(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let options = SelectorOptions::new("b").auto_requeue(true).grace(Duration::from_millis(100));
+    let options =
+        SelectorOptions::new().participant_id("b").auto_requeue(true).grace(Duration::from_millis(100));
     let selector = LeaderSelector::new(&session, "/c/blocking", options).unwrap();
     let (unblock, blocked) = std::sync::mpsc::channel::<()>();
     let blocked = Arc::new(std::sync::Mutex::new(blocked));
@@ -405,7 +410,8 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
     let admin = admin(&zk.connect_string()).await;
     common::create_persistent(&admin, "/c/fenced-data", b"0").await;
     let session = common::session(&zk.connect_string()).await;
-    let selector = LeaderSelector::new(&session, "/c/fenced-sel", SelectorOptions::new("me")).unwrap();
+    let selector =
+        LeaderSelector::new(&session, "/c/fenced-sel", SelectorOptions::new().participant_id("me")).unwrap();
     let mut terms = selector.terms();
     let (ctx_tx, mut ctx_rx) = tokio::sync::mpsc::unbounded_channel();
     selector

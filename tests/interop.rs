@@ -212,7 +212,8 @@ async fn unsafe_mixes_are_refused_and_leave_nothing() {
         Err(Error::FormatConflict { theirs: NodeFormat::Kazoo, .. })
     ));
     assert!(matches!(curator_side.acquire().await, Err(Error::FormatConflict { .. })));
-    let latch = LeaderLatch::with_options(&c, "/interop/mix2", "rust", LatchOptions::new()).unwrap();
+    let latch =
+        LeaderLatch::with_options(&c, "/interop/mix2", LatchOptions::new().participant_id("rust")).unwrap();
     latch.start().unwrap();
     assert!(matches!(
         within("latch refused", latch.await_leadership()).await,

@@ -190,7 +190,7 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
         let sel = LeaderSelector::new(
             &session(&zk.connect_string()).await,
             "/election/rotate",
-            SelectorOptions::new(id).auto_requeue(true),
+            SelectorOptions::new().participant_id(id).auto_requeue(true),
         )
         .unwrap();
         let terms = terms.clone();
@@ -241,7 +241,7 @@ async fn a_selector_whose_task_ignores_the_stop_signal_is_still_not_leader() {
     let sel = LeaderSelector::new(
         &session(&zk.connect_string()).await,
         "/election/stubborn",
-        SelectorOptions::new("stubborn").grace(Duration::from_millis(300)),
+        SelectorOptions::new().participant_id("stubborn").grace(Duration::from_millis(300)),
     )
     .unwrap();
     let dropped = Arc::new(AtomicUsize::new(0));
@@ -288,8 +288,7 @@ async fn killing_the_zookeeper_leader_keeps_exactly_one_latch_leader() {
             LeaderLatch::with_options(
                 &s,
                 "/election/ensemble",
-                &format!("e{i}"),
-                LatchOptions::new().loss_policy(LossPolicy::SessionOnly),
+                LatchOptions::new().participant_id(format!("e{i}")).loss_policy(LossPolicy::SessionOnly),
             )
             .unwrap(),
         );

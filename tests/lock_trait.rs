@@ -66,13 +66,13 @@ async fn with_lock_hands_over_the_token_and_releases_on_every_exit() {
     let session = common::session(&zk.connect_string()).await;
     let mutex = Arc::new(InterProcessMutex::new(&session, "/t/with").unwrap());
 
-    let token = mutex.with_lock(|token| async move { token }).await.unwrap();
+    let token = mutex.with_lock(async |guard| guard.fencing_token()).await.unwrap();
     assert!(token > 0);
     assert!(children(&admin, "/t/with").await.is_empty(), "released after returning");
 
     // Through a trait object too.
     let dynamic: Box<dyn Lock> = Box::new(InterProcessMutex::new(&session, "/t/with").unwrap());
-    let second = dynamic.with_lock(|token| async move { token }).await.unwrap();
+    let second = dynamic.with_lock(async |guard| guard.fencing_token()).await.unwrap();
     assert!(second > token);
 
     // A panic inside: the panic propagates, and the lock is released.
@@ -80,7 +80,7 @@ async fn with_lock_hands_over_the_token_and_releases_on_every_exit() {
         let mutex = mutex.clone();
         tokio::spawn(async move {
             mutex
-                .with_lock(|_| async move {
+                .with_lock(async |_| {
                     panic!("inside the critical section");
                 })
                 .await

@@ -43,7 +43,7 @@ async fn a_deletion_from_outside_is_noticed_by_default() {
     taken.release().await.unwrap();
 
     let semaphore = InterProcessSemaphore::new(&s, "/promises/semaphore", 3).unwrap();
-    let lease = semaphore.acquire(1).await.unwrap();
+    let lease = semaphore.acquire().await.unwrap();
     deleted_from_outside_is_noticed(&admin, &lease, "semaphore lease").await;
     drop(lease);
 
@@ -92,9 +92,12 @@ async fn a_deletion_from_outside_ends_a_leaders_term() {
     .unwrap();
     latch.close().await;
 
-    let selector =
-        LeaderSelector::new(&s, "/promises/selector", SelectorOptions::new("sel").auto_requeue(true))
-            .unwrap();
+    let selector = LeaderSelector::new(
+        &s,
+        "/promises/selector",
+        SelectorOptions::new().participant_id("sel").auto_requeue(true),
+    )
+    .unwrap();
     let mut terms = selector.terms();
     selector
         .start(|ctx| async move {
@@ -117,7 +120,8 @@ async fn a_latch_and_a_selector_never_share_a_path() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let s = session(&zk.connect_string()).await;
-    let selector = LeaderSelector::new(&s, "/promises/el", SelectorOptions::new("sel")).unwrap();
+    let selector =
+        LeaderSelector::new(&s, "/promises/el", SelectorOptions::new().participant_id("sel")).unwrap();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     within("the selector leads", selector.await_leadership()).await.unwrap();
 
@@ -140,7 +144,8 @@ async fn a_latch_and_a_selector_never_share_a_path() {
     let latch = LeaderLatch::new(&s, "/promises/el2", "latch").unwrap();
     latch.start().unwrap();
     within("the latch leads", latch.await_leadership()).await.unwrap();
-    let selector = LeaderSelector::new(&s, "/promises/el2", SelectorOptions::new("sel")).unwrap();
+    let selector =
+        LeaderSelector::new(&s, "/promises/el2", SelectorOptions::new().participant_id("sel")).unwrap();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     assert!(matches!(
         within("the selector refuses", selector.await_leadership()).await,
@@ -162,7 +167,7 @@ async fn a_mutex_and_a_semaphore_never_share_a_path() {
     let semaphore = InterProcessSemaphore::new(&s, "/promises/mixed", 2).unwrap();
 
     let held = mutex.acquire().await.unwrap();
-    match semaphore.acquire(1).await {
+    match semaphore.acquire().await {
         Err(Error::RecipeConflict { ours: "semaphore", theirs, .. }) => {
             assert!(theirs.contains("mutex"), "{theirs}")
         }
@@ -171,7 +176,7 @@ async fn a_mutex_and_a_semaphore_never_share_a_path() {
     assert_eq!(children(&admin, "/promises/mixed").await, vec![held.node_path().rsplit('/').next().unwrap()]);
     held.release().await.unwrap();
 
-    let lease = semaphore.acquire(1).await.unwrap();
+    let lease = semaphore.acquire().await.unwrap();
     assert!(matches!(
         mutex.try_acquire().await,
         Err(Error::RecipeConflict { ours: "lock", theirs: "a semaphore", .. })
@@ -225,9 +230,12 @@ async fn foreign_recipes_of_another_kind_are_refused() {
     py.say("release");
     py.wait_success().await;
     // A latch in kazoo format is kazoo's `Election`, a `Lock`: it shares the path by design.
-    let latch =
-        LeaderLatch::with_options(&s, "/promises/kazoo", "l", LatchOptions::new().format(NodeFormat::Kazoo))
-            .unwrap();
+    let latch = LeaderLatch::with_options(
+        &s,
+        "/promises/kazoo",
+        LatchOptions::new().participant_id("l").format(NodeFormat::Kazoo),
+    )
+    .unwrap();
     let g = kazoo_mutex.acquire().await.unwrap();
     latch.start().unwrap();
     assert_eq!(

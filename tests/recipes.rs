@@ -173,7 +173,7 @@ async fn a_semaphore_never_grants_more_than_its_leases() {
         tasks.push(tokio::spawn(async move {
             let sem = InterProcessSemaphore::new(&session(&connect).await, "/sem/three", 3).unwrap();
             for _ in 0..6 {
-                let lease = sem.acquire(1).await.unwrap();
+                let lease = sem.acquire().await.unwrap();
                 overlap.enter();
                 tokio::time::sleep(Duration::from_millis(3)).await; // the work, holding a lease
                 overlap.exit();
@@ -195,18 +195,18 @@ async fn multi_lease_acquires_are_all_or_none() {
     let admin = client(&zk.connect_string()).await;
     let a = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/four", 4).unwrap();
     let b = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/four", 4).unwrap();
-    let three = a.acquire(3).await.unwrap();
+    let three = a.acquire_many(3).await.unwrap();
     // Two don't fit beside three: nothing is taken, nothing is left.
-    assert!(b.acquire_timeout(2, Duration::from_millis(300)).await.unwrap().is_none());
-    assert!(b.try_acquire(2).await.unwrap().is_none());
+    assert!(b.acquire_many_timeout(2, Duration::from_millis(300)).await.unwrap().is_none());
+    assert!(b.try_acquire_many(2).await.unwrap().is_none());
     assert_eq!(children(&admin, "/sem/four").await.len(), 1, "a refused multi-lease acquire left a node");
-    let one = b.try_acquire(1).await.unwrap().expect("one fits");
+    let one = b.try_acquire().await.unwrap().expect("one fits");
     // A lease is not reentrant: more leases are taken through the semaphore.
     assert!(matches!(one.reenter(), Err(Error::NotReentrant { .. })));
     assert!(matches!(three.reenter(), Err(Error::NotReentrant { .. })));
-    assert!(matches!(b.acquire(5).await, Err(Error::BadLeaseCount { requested: 5, max: 4, .. })));
-    assert!(matches!(b.acquire(0).await, Err(Error::BadLeaseCount { requested: 0, .. })));
-    let waiting = tokio::spawn(async move { b.acquire(3).await.map(|g| (g, b)) });
+    assert!(matches!(b.acquire_many(5).await, Err(Error::BadLeaseCount { requested: 5, max: 4, .. })));
+    assert!(matches!(b.acquire_many(0).await, Err(Error::BadLeaseCount { requested: 0, .. })));
+    let waiting = tokio::spawn(async move { b.acquire_many(3).await.map(|g| (g, b)) });
     eventually("queued", || async { children(&admin, "/sem/four").await.len() == 3 }).await;
     three.release().await.unwrap();
     // 1 + 3 = 4 fit once the three are back.
@@ -222,8 +222,8 @@ async fn a_holders_session_expiry_frees_its_leases() {
     let holder_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(1)).await;
     let holder = InterProcessSemaphore::new(&holder_session, "/sem/expiry", 2).unwrap();
     let waiter = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/expiry", 2).unwrap();
-    let both = holder.acquire(2).await.unwrap();
-    let waiting = tokio::spawn(async move { waiter.acquire(2).await.map(|g| g.fencing_token()) });
+    let both = holder.acquire_many(2).await.unwrap();
+    let waiting = tokio::spawn(async move { waiter.acquire_many(2).await.map(|g| g.fencing_token()) });
     eventually("queued", || async { holder.participants().await.map(|p| p.len() == 2).unwrap_or(false) })
         .await;
     proxy.blackhole();
@@ -236,7 +236,7 @@ async fn a_holders_session_expiry_frees_its_leases() {
     proxy.heal();
     wait_new_generation(&holder_session, 1).await;
     assert!(matches!(both.release().await, Err(Error::LockLost { .. })));
-    let again = within("leases on the new session", holder.acquire(2)).await.unwrap();
+    let again = within("leases on the new session", holder.acquire_many(2)).await.unwrap();
     assert!(again.session_generation() >= 2);
     assert!(again.fencing_token() > token);
     again.release().await.unwrap();
@@ -246,9 +246,9 @@ async fn a_holders_session_expiry_frees_its_leases() {
 async fn a_different_maximum_on_the_same_path_is_refused() {
     let zk = standalone().await;
     let three = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/max", 3).unwrap();
-    three.acquire(1).await.unwrap().release().await.unwrap();
+    three.acquire().await.unwrap().release().await.unwrap();
     let five = InterProcessSemaphore::new(&session(&zk.connect_string()).await, "/sem/max", 5).unwrap();
-    match five.try_acquire(1).await {
+    match five.try_acquire().await {
         Err(Error::LeaseMaxMismatch { configured: 5, stored, .. }) => assert_eq!(stored, "3"),
         other => panic!("expected LeaseMaxMismatch, got {other:?}"),
     }

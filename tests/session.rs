@@ -210,8 +210,12 @@ async fn a_selector_with_auto_requeue_leads_again_after_expiry() {
     let zk = common::standalone().await;
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, TIMEOUT).await;
-    let selector =
-        LeaderSelector::new(&session, "/s/selector", SelectorOptions::new("a").auto_requeue(true)).unwrap();
+    let selector = LeaderSelector::new(
+        &session,
+        "/s/selector",
+        SelectorOptions::new().participant_id("a").auto_requeue(true),
+    )
+    .unwrap();
     let mut terms = selector.terms();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     let first = within("leadership", selector.await_leadership()).await.unwrap();
@@ -233,14 +237,14 @@ async fn semaphore_leases_are_lost_with_the_session_and_new_ones_granted() {
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, TIMEOUT).await;
     let semaphore = InterProcessSemaphore::new(&session, "/s/sem", 2).unwrap();
-    let a = semaphore.acquire(1).await.unwrap();
-    let b = semaphore.acquire(1).await.unwrap();
+    let a = semaphore.acquire().await.unwrap();
+    let b = semaphore.acquire().await.unwrap();
     let (mut sa, mut sb) = (a.status(), b.status());
 
     expire(&proxy, &session).await;
     within("lease a lost", sa.wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
     within("lease b lost", sb.wait_for(|s| *s == LockStatus::Lost)).await.unwrap();
-    let both = within("two new leases", semaphore.acquire(2)).await.unwrap();
+    let both = within("two new leases", semaphore.acquire_many(2)).await.unwrap();
     assert_eq!(both.session_generation(), 2);
     assert_eq!(children(&admin, "/s/sem").await.len(), 1, "only the new lease node");
     drop((a, b));

@@ -488,7 +488,7 @@ pub async fn semaphore(
                 let sem = ours::semaphore(&h, &path, leases)?;
                 let mut holds = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let guard = sem.acquire(1).await.map_err(|e| e.to_string())?;
+                    let guard = sem.acquire().await.map_err(|e| e.to_string())?;
                     let acquired = now_ns();
                     tokio::time::sleep(SEMAPHORE_HOLD).await;
                     holds.push((acquired, now_ns()));

@@ -54,6 +54,7 @@ impl From<zk_recipes::Error> for Failure {
             | E::BadLeaseCount { .. }
             | E::FormatConflict { .. }
             | E::RecipeConflict { .. }
+            | E::InvalidSessionTimeout { .. }
             | E::UnsupportedFormat { .. }
             | E::LeaseMaxMismatch { .. }
             | E::Tls { .. } => USAGE,

@@ -108,9 +108,9 @@ impl Lock {
             (Lock::Rw { lock, read: false }, Wait::Try) => lock.try_write().await,
             (Lock::Rw { lock, read: false }, Wait::For(t)) => lock.write_timeout(t).await,
             (Lock::Rw { lock, read: false }, Wait::Forever) => lock.write().await.map(Some),
-            (Lock::Limit(s), Wait::Try) => s.try_acquire(1).await,
-            (Lock::Limit(s), Wait::For(t)) => s.acquire_timeout(1, t).await,
-            (Lock::Limit(s), Wait::Forever) => s.acquire(1).await.map(Some),
+            (Lock::Limit(s), Wait::Try) => s.try_acquire().await,
+            (Lock::Limit(s), Wait::For(t)) => s.acquire_timeout(t).await,
+            (Lock::Limit(s), Wait::Forever) => s.acquire().await.map(Some),
         }
     }
 
@@ -205,7 +205,7 @@ pub async fn refuse_other_recipes(
 }
 
 pub fn latch(conn: &Conn, path: &str, id: &str, format: NodeFormat) -> Result<LeaderLatch, Failure> {
-    Ok(LeaderLatch::with_options(&conn.session, path, id, LatchOptions::new().format(format))?)
+    Ok(LeaderLatch::with_options(&conn.session, path, LatchOptions::new().participant_id(id).format(format))?)
 }
 
 /// What kind of queue a path holds, for `status`, `ls`, `break` and `revoke`.

@@ -25,6 +25,7 @@ const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
 #[derive(Clone, Debug, Default)]
 #[must_use]
 pub struct LatchOptions {
+    participant_id: Option<String>,
     policy: LossPolicy,
     format: NodeFormat,
     acls: Option<std::sync::Arc<[zookeeper_client::Acl]>>,
@@ -32,9 +33,18 @@ pub struct LatchOptions {
 }
 
 impl LatchOptions {
-    /// The defaults: [`LossPolicy::SuspendedIsLost`], Curator names.
+    /// The defaults: participant id `hostname:pid` ([`crate::default_participant_id`]),
+    /// [`LossPolicy::SuspendedIsLost`], Curator names.
     pub fn new() -> LatchOptions {
         LatchOptions::default()
+    }
+
+    /// The participant id stored as our node's data (shown by `participants()` and `leader()`,
+    /// here and in Curator's `getLeader()`), as [`crate::LockOptions::participant_id`] and
+    /// [`crate::SelectorOptions::participant_id`]. Default: `hostname:pid`.
+    pub fn participant_id(mut self, id: impl Into<String>) -> LatchOptions {
+        self.participant_id = Some(id.into());
+        self
     }
 
     /// The `role` label of this latch's metrics (see [`crate::LockOptions::metrics_role`]).
@@ -78,11 +88,22 @@ impl LatchOptions {
 ///   the regained leadership; [`LeaderLatch::await_leadership`] keeps working. It stops only
 ///   when closed, or when the session is closed ([`Error::SessionClosed`]).
 ///
+/// A clone is another handle on the same participant, not a new one: clones share one node, one
+/// leadership and one lifecycle. [`LeaderLatch::start`] on any clone starts it (once),
+/// [`LeaderLatch::close`] on any clone closes it for all, and dropping a clone does nothing
+/// while another is alive; when the last one is dropped the latch closes in the background. To
+/// share a latch between tasks, clone it (no `Arc` needed); for a second participant, build a
+/// second latch.
+///
 /// ```no_run
 /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
-/// use zk_recipes::{LeaderLatch, Leadership};
-/// let latch = LeaderLatch::new(&session, "/election/jobs", "worker-1")?;
+/// use zk_recipes::{LatchOptions, LeaderLatch, Leadership};
+/// let options = LatchOptions::new().participant_id("worker-1");
+/// let latch = LeaderLatch::with_options(&session, "/election/jobs", options)?;
 /// latch.start()?;
+/// // A clone for a watcher task: the same participant.
+/// let watcher = latch.clone();
+/// tokio::spawn(async move { watcher.await_leadership().await });
 /// let token = latch.await_leadership().await?;
 /// let mut changes = latch.leadership();
 /// tokio::select! {
@@ -92,8 +113,21 @@ impl LatchOptions {
 /// latch.close().await;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct LeaderLatch {
+    handle: Arc<Handle>,
+}
+
+/// What the clones of one latch share. The election task holds [`Inner`], not this: the latch
+/// closes when the last clone is dropped, whatever the task is doing.
+struct Handle {
     inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.life.close_in_background();
+    }
 }
 
 struct Inner {
@@ -108,32 +142,32 @@ struct Inner {
 impl std::fmt::Debug for LeaderLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderLatch")
-            .field("path", &self.inner.queue.root)
-            .field("id", &self.inner.id)
-            .field("leadership", &self.inner.life.current())
+            .field("path", &self.inner().queue.root)
+            .field("id", &self.inner().id)
+            .field("leadership", &self.inner().life.current())
             .finish()
     }
 }
 
 impl LeaderLatch {
-    /// A latch on `path` for participant `id`. Nothing is sent until [`LeaderLatch::start`].
+    /// A latch on `path` for participant `id`, with the other options at their defaults: a
+    /// shorthand for [`LeaderLatch::with_options`] with [`LatchOptions::participant_id`], in the
+    /// shape of Curator's `new LeaderLatch(client, path, id)`. Nothing is sent until
+    /// [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(session: &Session, path: &str, id: &str) -> Result<LeaderLatch> {
-        Self::with_options(session, path, id, LatchOptions::default())
+        Self::with_options(session, path, LatchOptions::new().participant_id(id))
     }
 
-    /// As [`LeaderLatch::new`], with a [`LossPolicy`] and a naming format.
+    /// A latch on `path` with explicit options, the participant id among them (default
+    /// `hostname:pid`), as the locks' `with_options` and [`crate::LeaderSelector::new`]. Nothing
+    /// is sent until [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn with_options(
-        session: &Session,
-        path: &str,
-        id: &str,
-        options: LatchOptions,
-    ) -> Result<LeaderLatch> {
+    pub fn with_options(session: &Session, path: &str, options: LatchOptions) -> Result<LeaderLatch> {
         let root = LockPath::new(path)?;
         let life = Lifecycle::new(root.as_str());
         let (scheme, marker) = match options.format {
@@ -141,9 +175,13 @@ impl LeaderLatch {
             kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
         };
         let queue = Queue::new(session, root, scheme).with_acls(options.acls.clone());
-        let inner =
-            Inner { queue, marker, id: id.to_string(), policy: options.policy, role: options.role, life };
-        Ok(LeaderLatch { inner: Arc::new(inner) })
+        let id = options.participant_id.unwrap_or_else(crate::identity::default_participant_id);
+        let inner = Inner { queue, marker, id, policy: options.policy, role: options.role, life };
+        Ok(LeaderLatch { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
+    }
+
+    fn inner(&self) -> &Arc<Inner> {
+        &self.handle.inner
     }
 
     /// Joins the election in a background task.
@@ -151,28 +189,29 @@ impl LeaderLatch {
     /// # Errors
     /// [`Error::AlreadyStarted`], or [`Error::Closed`] after [`LeaderLatch::close`].
     pub fn start(&self) -> Result<()> {
-        let inner = self.inner.clone();
+        let inner = self.inner().clone();
         let span = tracing::info_span!("leader_latch", path = %inner.queue.root, id = %inner.id);
-        self.inner.life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
+        self.inner().life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
     }
 
-    /// Leaves the election: gives up leadership, deletes our node, and waits for that.
+    /// Leaves the election: gives up leadership, deletes our node, and waits for that. It closes
+    /// the participant for every clone.
     ///
     /// # Cancel safety
     /// If dropped, the latch still closes; its node is deleted in the background.
     pub async fn close(&self) {
-        self.inner.life.close().await;
-        self.inner.queue.janitor.settled().await;
+        self.inner().life.close().await;
+        self.inner().queue.janitor.settled().await;
     }
 
     /// Whether we lead now.
     pub fn has_leadership(&self) -> bool {
-        self.inner.life.current().is_leader()
+        self.inner().life.current().is_leader()
     }
 
     /// Leadership changes, starting with the current state, for `select!` and `wait_for`.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.inner.life.subscribe()
+        self.inner().life.subscribe()
     }
 
     /// Waits until we lead; returns the fencing token of the term.
@@ -184,7 +223,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe: it only observes.
     pub async fn await_leadership(&self) -> Result<u64> {
-        self.inner.life.await_leadership().await
+        self.inner().life.await_leadership().await
     }
 
     /// As [`LeaderLatch::await_leadership`], but `Ok(None)` after `timeout`.
@@ -195,7 +234,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<u64>> {
-        self.inner.life.await_leadership_timeout(timeout).await
+        self.inner().life.await_leadership_timeout(timeout).await
     }
 
     /// The current leader (the first participant), if any.
@@ -217,12 +256,12 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        participants::list(&self.inner.queue, &FirstN(1)).await
+        participants::list(&self.inner().queue, &FirstN(1)).await
     }
 
     /// This participant's id.
     pub fn id(&self) -> &str {
-        &self.inner.id
+        &self.inner().id
     }
 
     /// Resolves once every background cleanup of this latch has finished.
@@ -230,13 +269,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.inner.queue.janitor.settled().await
-    }
-}
-
-impl Drop for LeaderLatch {
-    fn drop(&mut self) {
-        self.inner.life.close_in_background();
+        self.inner().queue.janitor.settled().await
     }
 }
 

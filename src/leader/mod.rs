@@ -5,7 +5,7 @@ mod lifecycle;
 mod selector;
 
 pub use latch::{LatchOptions, LeaderLatch};
-pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions, TermEnded, TermOutcome};
+pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions, TermEnded, TermOutcome, TermResult};
 
 /// Whether we lead, and with which fencing token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -24,7 +24,7 @@ use crate::status::LossPolicy;
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct SelectorOptions {
-    id: String,
+    participant_id: Option<String>,
     auto_requeue: bool,
     grace: Duration,
     policy: LossPolicy,
@@ -33,11 +33,18 @@ pub struct SelectorOptions {
     role: Option<String>,
 }
 
+impl Default for SelectorOptions {
+    fn default() -> SelectorOptions {
+        SelectorOptions::new()
+    }
+}
+
 impl SelectorOptions {
-    /// A participant `id`, no requeue, 5 s grace, the default [`LossPolicy`].
-    pub fn new(id: impl Into<String>) -> SelectorOptions {
+    /// The defaults: participant id `hostname:pid` ([`crate::default_participant_id`]), no
+    /// requeue, 5 s grace, the default [`LossPolicy`], Curator names.
+    pub fn new() -> SelectorOptions {
         SelectorOptions {
-            id: id.into(),
+            participant_id: None,
             auto_requeue: false,
             grace: Duration::from_secs(5),
             policy: LossPolicy::default(),
@@ -45,6 +52,15 @@ impl SelectorOptions {
             acls: None,
             role: None,
         }
+    }
+
+    /// The participant id stored as our node's data (shown by `participants()` and `leader()`,
+    /// here and in Curator's `getParticipants()`; Curator's `setId()`), as
+    /// [`crate::LockOptions::participant_id`] and [`crate::LatchOptions::participant_id`].
+    /// Default: `hostname:pid`.
+    pub fn participant_id(mut self, id: impl Into<String>) -> SelectorOptions {
+        self.participant_id = Some(id.into());
+        self
     }
 
     /// Rejoin the queue after each term (Curator's `autoRequeue()`).
@@ -152,10 +168,41 @@ pub enum TermOutcome {
     Lost,
     /// [`LeaderSelector::interrupt`] ended the term.
     Interrupted,
-    /// The task panicked (Curator: `takeLeadership` threw); the message, if it was a string.
+    /// The task panicked; the message, if it was a string.
     Panicked(String),
     /// The selector was closed.
     Closed,
+    /// The task returned an error (Curator: `takeLeadership` threw); the error's `Display`
+    /// text. Leadership was relinquished, as for any end of a term.
+    Failed(String),
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for () {}
+    impl<E: std::fmt::Display> Sealed for Result<(), E> {}
+}
+
+/// What a leadership task may return: `()`, or `Result<(), E>` for any `E: Display` (this
+/// crate's [`Error`], `Box<dyn std::error::Error + Send + Sync>`, `String`, ...), so that `?`
+/// works inside the task. An `Err` ends the term as [`TermOutcome::Failed`]; see
+/// [`LeaderSelector::start`]. Implemented for those two shapes only.
+pub trait TermResult: sealed::Sealed {
+    /// The error's text, for an `Err`.
+    #[doc(hidden)]
+    fn into_failure(self) -> Option<String>;
+}
+
+impl TermResult for () {
+    fn into_failure(self) -> Option<String> {
+        None
+    }
+}
+
+impl<E: std::fmt::Display> TermResult for Result<(), E> {
+    fn into_failure(self) -> Option<String> {
+        self.err().map(|e| e.to_string())
+    }
 }
 
 /// The end of one term.
@@ -170,7 +217,9 @@ pub struct TermEnded {
     pub aborted: bool,
 }
 
-type Task = Arc<dyn Fn(LeadershipContext) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+/// A term's task, boxed; it resolves to the error text of a failed task.
+type Task =
+    Arc<dyn Fn(LeadershipContext) -> Pin<Box<dyn Future<Output = Option<String>> + Send>> + Send + Sync>;
 
 /// Leader election that runs a task while we lead, as Curator's `LeaderSelector`.
 ///
@@ -182,19 +231,64 @@ type Task = Arc<dyn Fn(LeadershipContext) -> Pin<Box<dyn Future<Output = ()> + S
 ///   period, or earlier at the term's safe window ([`LeadershipContext::safe_until`]) less a
 ///   tenth of the session timeout: before anyone else can lead. (An abort takes effect at the
 ///   task's next `.await`; code that never yields cannot be stopped from outside.)
+/// * a task that returns an error (`Result<(), E>`, see [`TermResult`]) ends the term, as
+///   Curator's `takeLeadership` throwing does: leadership is relinquished, the error's text is
+///   reported as [`TermOutcome::Failed`] on [`LeaderSelector::terms`] and as a `tracing`
+///   warning;
 /// * a task that panics ends the term: leadership is relinquished, the panic is reported as
 ///   [`TermOutcome::Panicked`] on [`LeaderSelector::terms`] and as a `tracing` error;
 /// * when the task returns, leadership is relinquished.
 ///
-/// With `auto_requeue` the selector queues again after every term, also after its node was
-/// deleted by someone else and after a session expiry; without it, it waits for
-/// [`LeaderSelector::requeue`].
+/// With `auto_requeue` the selector queues again after every term (whether the task returned,
+/// failed or panicked), also after its node was deleted by someone else and after a session
+/// expiry; without it, it waits for [`LeaderSelector::requeue`].
+///
+/// A clone is another handle on the same participant, not a new one: clones share one node, one
+/// task and one lifecycle. [`LeaderSelector::start`] on any clone starts it (once),
+/// [`LeaderSelector::close`] on any clone closes it for all, and [`LeaderSelector::interrupt`],
+/// [`LeaderSelector::requeue`] and [`LeaderSelector::terms`] act on the same terms; dropping a
+/// clone does nothing while another is alive, and when the last one is dropped the selector
+/// closes in the background.
+///
+/// ```no_run
+/// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
+/// use zk_recipes::{LeaderSelector, SelectorOptions};
+/// let options = SelectorOptions::new().participant_id("worker-1").auto_requeue(true);
+/// let selector = LeaderSelector::new(&session, "/election/reports", options)?;
+/// selector.start(|ctx| async move {
+///     // An error ends the term (TermOutcome::Failed); with auto-requeue we queue again.
+///     let mut write = ctx.fenced_writer()?;
+///     write.add_set_data("/reports/owner", ctx.fencing_token().to_string().as_bytes(), None)?;
+///     write.commit().await?;
+///     ctx.stopped().await;
+///     Ok::<(), zk_recipes::Error>(())
+/// })?;
+/// // A clone for another task: `interrupt()` there ends this participant's term.
+/// let admin = selector.clone();
+/// tokio::spawn(async move { admin.interrupt() });
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
 pub struct LeaderSelector {
+    handle: Arc<Handle>,
+}
+
+/// What the clones of one selector share. The election task holds [`Inner`], not this: the
+/// selector closes when the last clone is dropped, whatever the task is doing.
+struct Handle {
     inner: Arc<Inner>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.inner.life.close_in_background();
+    }
 }
 
 struct Inner {
     core: LockCore,
+    /// The participant id (the options', or the default).
+    id: String,
     options: SelectorOptions,
     auto_requeue: AtomicBool,
     /// Set while the selector is queued or leading; cleared while idle after a term.
@@ -208,22 +302,26 @@ struct Inner {
 impl std::fmt::Debug for LeaderSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderSelector")
-            .field("path", &self.inner.core.queue.root)
-            .field("id", &self.inner.options.id)
+            .field("path", &self.inner().core.queue.root)
+            .field("id", &self.inner().id)
+            .field("leadership", &self.inner().life.current())
             .finish()
     }
 }
 
 impl LeaderSelector {
-    /// A selector on `path`. Nothing is sent until [`LeaderSelector::start`].
+    /// A selector on `path` with its options, the participant id among them (default
+    /// `hostname:pid`), as [`crate::LeaderLatch::with_options`]. Nothing is sent until
+    /// [`LeaderSelector::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
+        let id = options.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
         // An election watches its own node: leadership ends the moment it is deleted.
         let mut lock_options = LockOptions::new()
             .revocable(true)
-            .participant_id(options.id.clone())
+            .participant_id(id.clone())
             .loss_policy(options.policy)
             .format(options.format);
         if let Some(acls) = options.acls {
@@ -234,60 +332,74 @@ impl LeaderSelector {
         }
         let core = InterProcessMutex::core(session, path, &lock_options, false, "leader-selector")?;
         let life = Lifecycle::new(path);
-        Ok(LeaderSelector {
-            inner: Arc::new(Inner {
-                core,
-                auto_requeue: AtomicBool::new(options.auto_requeue),
-                options,
-                queued: AtomicBool::new(false),
-                requeue: Notify::new(),
-                interrupt: Notify::new(),
-                terms: broadcast::channel(16).0,
-                life,
-            }),
-        })
+        let inner = Inner {
+            core,
+            id,
+            auto_requeue: AtomicBool::new(options.auto_requeue),
+            options,
+            queued: AtomicBool::new(false),
+            requeue: Notify::new(),
+            interrupt: Notify::new(),
+            terms: broadcast::channel(16).0,
+            life,
+        };
+        Ok(LeaderSelector { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
     }
 
-    /// Starts contending; `task` runs once per term, on its own tokio task.
+    fn inner(&self) -> &Arc<Inner> {
+        &self.handle.inner
+    }
+
+    /// Starts contending; `task` runs once per term, on its own tokio task. It returns `()` or
+    /// `Result<(), E>` ([`TermResult`]): an `Err` ends the term as [`TermOutcome::Failed`]
+    /// (then, with auto-requeue, we queue again), so `?` works inside. Rust infers no error type
+    /// from `?` alone: end the task with `Ok::<(), zk_recipes::Error>(())` (or your error type).
     ///
     /// # Errors
-    /// [`Error::AlreadyStarted`], or [`Error::Closed`] after close.
+    /// [`Error::AlreadyStarted`] (also when started through a clone), or [`Error::Closed`]
+    /// after close.
     pub fn start<F, Fut>(&self, task: F) -> Result<()>
     where
         F: Fn(LeadershipContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
+        Fut: Future + Send + 'static,
+        Fut::Output: TermResult,
     {
-        let task: Task = Arc::new(move |ctx| Box::pin(task(ctx)));
-        let inner = self.inner.clone();
-        let span =
-            tracing::info_span!("leader_selector", path = %inner.core.queue.root, id = %inner.options.id);
-        self.inner.queued.store(true, Ordering::SeqCst);
-        self.inner.life.start(move |closing| tracing::Instrument::instrument(run(inner, task, closing), span))
+        let task: Task = Arc::new(move |ctx| {
+            let work = task(ctx);
+            Box::pin(async move { work.await.into_failure() })
+        });
+        let inner = self.inner().clone();
+        let span = tracing::info_span!("leader_selector", path = %inner.core.queue.root, id = %inner.id);
+        self.inner().queued.store(true, Ordering::SeqCst);
+        self.inner()
+            .life
+            .start(move |closing| tracing::Instrument::instrument(run(inner, task, closing), span))
     }
 
     /// Stops: tells a running task to stop, waits for it (up to the grace period), relinquishes
-    /// leadership and deletes our node. Concurrent calls all wait for the close to finish.
+    /// leadership and deletes our node. It closes the participant for every clone. Concurrent
+    /// calls all wait for the close to finish.
     ///
     /// # Cancel safety
     /// If dropped, the selector still closes in the background.
     pub async fn close(&self) {
-        self.inner.life.close().await;
-        self.inner.core.queue.janitor.settled().await;
+        self.inner().life.close().await;
+        self.inner().core.queue.janitor.settled().await;
     }
 
     /// Turns requeueing after each term on or off.
     pub fn set_auto_requeue(&self, on: bool) {
-        self.inner.auto_requeue.store(on, Ordering::SeqCst);
+        self.inner().auto_requeue.store(on, Ordering::SeqCst);
     }
 
     /// Queues for leadership again after a term ended without auto-requeue (Curator's
     /// `requeue()`). Returns `false` if the selector is already queued or leading, or not
     /// running.
     pub fn requeue(&self) -> bool {
-        if self.inner.queued.swap(true, Ordering::SeqCst) {
+        if self.inner().queued.swap(true, Ordering::SeqCst) {
             return false;
         }
-        self.inner.requeue.notify_one();
+        self.inner().requeue.notify_one();
         true
     }
 
@@ -295,28 +407,28 @@ impl LeaderSelector {
     /// stop, leadership is relinquished; with auto-requeue we queue again.
     pub fn interrupt(&self) {
         if self.has_leadership() {
-            self.inner.interrupt.notify_one();
+            self.inner().interrupt.notify_one();
         }
     }
 
     /// This participant's id.
     pub fn id(&self) -> &str {
-        &self.inner.options.id
+        &self.inner().id
     }
 
     /// Whether we lead now. It turns false the moment leadership is lost, whatever the task does.
     pub fn has_leadership(&self) -> bool {
-        self.inner.life.current().is_leader()
+        self.inner().life.current().is_leader()
     }
 
     /// Leadership changes, starting with the current state.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.inner.life.subscribe()
+        self.inner().life.subscribe()
     }
 
     /// How each term ends, from now on (a receiver more than 16 terms behind gets `Lagged`).
     pub fn terms(&self) -> broadcast::Receiver<TermEnded> {
-        self.inner.terms.subscribe()
+        self.inner().terms.subscribe()
     }
 
     /// Waits until we lead; returns the term's fencing token.
@@ -327,7 +439,7 @@ impl LeaderSelector {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn await_leadership(&self) -> Result<u64> {
-        self.inner.life.await_leadership().await
+        self.inner().life.await_leadership().await
     }
 
     /// The current leader (the first participant), if any.
@@ -349,13 +461,7 @@ impl LeaderSelector {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        self.inner.core.participants().await
-    }
-}
-
-impl Drop for LeaderSelector {
-    fn drop(&mut self) {
-        self.inner.life.close_in_background();
+        self.inner().core.participants().await
     }
 }
 
@@ -394,6 +500,10 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
             let deadline = stop_deadline(inner.options.grace, guard.safe_until(), &inner.core);
             match tokio::time::timeout_at(deadline.into(), &mut work).await {
                 Ok(Err(e)) if e.is_panic() => outcome = finished(Err(e)),
+                Ok(Ok(Some(error))) => {
+                    // The term had already ended; its cause stays the outcome.
+                    tracing::info!(fencing_token, %error, ?outcome, "leadership task failed after it was told to stop");
+                }
                 Ok(_) => {}
                 Err(_) => {
                     tracing::warn!(grace = ?inner.options.grace, "leadership task ignored the stop signal; aborting it");
@@ -402,8 +512,14 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
                 }
             }
         }
-        if let TermOutcome::Panicked(message) = &outcome {
-            tracing::error!(fencing_token, panic = %message, "leadership task panicked; leadership relinquished");
+        match &outcome {
+            TermOutcome::Panicked(message) => {
+                tracing::error!(fencing_token, panic = %message, "leadership task panicked; leadership relinquished")
+            }
+            TermOutcome::Failed(error) => {
+                tracing::warn!(fencing_token, %error, "leadership task failed; leadership relinquished")
+            }
+            _ => {}
         }
         if let Err(e) = guard.release().await {
             tracing::debug!(error = %e, "relinquishing leadership");
@@ -424,9 +540,10 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
 }
 
 /// How a finished task ended.
-fn finished(ended: std::result::Result<(), tokio::task::JoinError>) -> TermOutcome {
+fn finished(ended: std::result::Result<Option<String>, tokio::task::JoinError>) -> TermOutcome {
     match ended {
-        Ok(()) => TermOutcome::Returned,
+        Ok(None) => TermOutcome::Returned,
+        Ok(Some(error)) => TermOutcome::Failed(error),
         Err(e) if e.is_panic() => {
             let panic = e.into_panic();
             let message = panic
