@@ -73,55 +73,48 @@
 //! [`Session::client`], and for the types it shares with the recipes (ACLs, create options):
 //! its types follow that crate's versions, not ours.
 
-mod connect;
 mod error;
+mod format;
 mod guard;
 mod hold;
 mod identity;
 mod leader;
-mod lock;
 mod lock_core;
+mod markers;
 mod metrics;
-mod multi_lock;
-mod mutex;
 mod naming;
 mod options;
 mod participants;
 mod path;
 mod queue;
+mod recipes;
 mod revocation;
-mod rwlock;
-mod semaphore;
-mod semaphore_mutex;
 mod session;
 mod status;
-#[cfg(feature = "tls")]
-mod tls;
+mod util;
 
-pub use connect::{ConnectFailure, ConnectOptions, Probe};
-pub use error::{is_connection_loss, ClientError, Error, PathError, Result};
+pub use error::{is_connection_loss, ClientError, ConnectFailure, Error, PathError, Probe, Result};
+pub use format::NodeFormat;
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
 pub use leader::{
     LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions, TermEnded,
     TermOutcome, TermResult,
 };
-pub use lock::{Lock, LockExt};
-pub use multi_lock::InterProcessMultiLock;
-pub use mutex::InterProcessMutex;
-pub use naming::NodeFormat;
 pub use options::LockOptions;
 pub use participants::Participant;
 pub use path::LockPath;
 pub use queue::QueueStats;
+pub use recipes::{
+    InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
+    InterProcessSemaphoreMutex, Lock, LockExt, ReadLock, WriteLock,
+};
 pub use revocation::request_revocation;
-pub use rwlock::{InterProcessReadWriteLock, ReadLock, WriteLock};
-pub use semaphore::InterProcessSemaphore;
-pub use semaphore_mutex::InterProcessSemaphoreMutex;
-pub use session::{ConnectionState, Session, SessionStatus};
-pub use status::{LockStatus, LossPolicy};
+pub use session::ConnectOptions;
+pub use session::Session;
 #[cfg(feature = "tls")]
-pub use tls::TlsConfig;
+pub use session::TlsConfig;
+pub use status::{ConnectionState, LockStatus, LossPolicy, SessionStatus};
 pub use zookeeper_client;
 
 /// The README's examples, compiled as doctests.

@@ -1,4 +1,8 @@
-//! The acquire/hold/release cycle shared by every lock recipe, on the queue engine.
+//! [`LockCore`]: the engine's one door. Every recipe (the locks, the semaphore, both leader
+//! recipes) is a [`LockSpec`] (its node marker and its admission rule) and a [`LockCore`] built
+//! from it; the core runs the acquire → hold → release cycle on the queue engine. Recipes see
+//! the core, the guard, the rule's vocabulary (re-exported here) and the wire names; never the
+//! queue's, the hold's or the entry's insides.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
@@ -10,11 +14,15 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::hold::Hold;
 use crate::metrics::Labels;
+pub(crate) use crate::naming::{NameScheme, QueueNode};
 use crate::options::LockOptions;
-use crate::participants::{self, Participant};
-use crate::queue::{Admission, Decision, Entry, Queue};
-use crate::session::Conn;
+pub(crate) use crate::participants::Participant;
+use crate::path::LockPath;
+pub(crate) use crate::queue::{Admission, Decision, FirstN, QueueStats};
+use crate::queue::{Entry, Queue};
+use crate::session::{Conn, Session};
 use crate::status::LossPolicy;
+use crate::util::lock;
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy, Debug)]
@@ -29,7 +37,12 @@ pub(crate) enum Wait {
 /// What makes one lock recipe: its node marker, its admission rule, and whether a handle
 /// re-enters its own hold.
 pub(crate) struct LockSpec {
+    /// The recipe's name in metrics and spans (`mutex`, `read-lock`, `leader-latch`, ...).
     pub recipe: &'static str,
+    /// Every marker that takes part in the queue, in Curator's names (the options' format
+    /// renames them).
+    pub scheme: NameScheme,
+    /// The marker of our nodes, in Curator's name.
     pub marker: &'static str,
     pub rule: Arc<dyn Admission>,
     /// Whether a guard may take nested holds ([`LockGuard::reenter`]).
@@ -37,6 +50,27 @@ pub(crate) struct LockSpec {
     /// Whether tasks sharing one handle take turns locally before queueing in ZooKeeper (every
     /// exclusive lock); shared locks (readers, semaphore leases) queue each acquire.
     pub exclusive: bool,
+    /// The data the queue's root must carry (a semaphore's maximum).
+    pub root_data: Option<Arc<[u8]>>,
+}
+
+impl LockSpec {
+    /// A lock of one holder at a time on `marker`'s queue: a local turn per handle, and
+    /// reentrant through the guard when `reentrant`.
+    pub fn exclusive(recipe: &'static str, marker: &'static str, reentrant: bool) -> LockSpec {
+        LockSpec {
+            recipe,
+            scheme: NameScheme::curator(match marker {
+                crate::markers::LATCH => &[crate::markers::LATCH],
+                _ => &[crate::markers::LOCK],
+            }),
+            marker,
+            rule: Arc::new(FirstN(1)),
+            reentrant,
+            exclusive: true,
+            root_data: None,
+        }
+    }
 }
 
 /// How long a timed acquire that was not admitted waits for its node's delete before leaving it
@@ -55,12 +89,12 @@ async fn by_deadline<F: std::future::Future>(deadline: Option<Instant>, fut: F) 
 /// A lock on a queue: a marker for our nodes, a rule for admission, and (for exclusive locks) a
 /// local turn that tasks sharing the handle take one at a time.
 pub(crate) struct LockCore {
-    pub queue: Queue,
-    pub marker: &'static str,
-    pub rule: Arc<dyn Admission>,
-    pub data: Vec<u8>,
-    pub policy: LossPolicy,
-    pub recipe: &'static str,
+    queue: Queue,
+    marker: &'static str,
+    rule: Arc<dyn Admission>,
+    data: Vec<u8>,
+    policy: LossPolicy,
+    recipe: &'static str,
     reentrant: bool,
     /// Whether holds report revocation requests ([`LockOptions::revocable`]).
     revocable: bool,
@@ -69,14 +103,32 @@ pub(crate) struct LockCore {
     turn: Option<Arc<tokio::sync::Mutex<()>>>,
     /// The latest hold taken through this handle, for `is_held_by_this_handle`.
     current: Mutex<Weak<Hold>>,
-    pub labels: Labels,
+    labels: Labels,
 }
 
 impl LockCore {
-    pub fn new(queue: Queue, spec: LockSpec, options: &LockOptions) -> LockCore {
+    /// A recipe on `path`: its queue, named in the options' format, with their ACLs.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path.
+    pub fn build(session: &Session, path: &str, spec: LockSpec, options: &LockOptions) -> Result<LockCore> {
+        let queue = Queue::new(session, LockPath::new(path)?, spec.scheme.in_format(options.format))
+            .with_acls(options.acls.clone())
+            .with_root_data(spec.root_data.clone())
+            .watching_own_nodes(options.watches_own_node());
+        Ok(LockCore::on(queue, spec, options))
+    }
+
+    /// Another recipe on this core's queue (a read/write lock's read side beside its write
+    /// side): the same nodes, another marker and rule.
+    pub fn beside(&self, spec: LockSpec, options: &LockOptions) -> LockCore {
+        LockCore::on(self.queue.clone(), spec, options)
+    }
+
+    fn on(queue: Queue, spec: LockSpec, options: &LockOptions) -> LockCore {
         LockCore {
             queue,
-            marker: spec.marker,
+            marker: options.format.marker(spec.marker),
             rule: spec.rule,
             data: options.data(),
             policy: options.loss_policy,
@@ -89,21 +141,56 @@ impl LockCore {
         }
     }
 
+    /// The lock path.
+    pub fn path(&self) -> &LockPath {
+        self.queue.root()
+    }
+
+    /// The session the recipe was built from.
+    pub fn session(&self) -> &Session {
+        self.queue.session()
+    }
+
+    /// Our node marker (in the options' format).
+    pub fn marker(&self) -> &'static str {
+        self.marker
+    }
+
+    /// Which of the queue's markers `name` carries, if it is one of the queue's nodes.
+    pub fn marker_of(&self, name: &str) -> Option<usize> {
+        self.queue.marker_of(name)
+    }
+
+    /// What this handle's queue work has cost so far.
+    pub fn stats(&self) -> QueueStats {
+        self.queue.stats()
+    }
+
+    /// Resolves once every background cleanup started through this core has finished.
+    pub async fn settled(&self) {
+        self.queue.janitor().settled().await
+    }
+
     /// Whether a task holds the lock through this handle now, as far as it knows.
     pub fn held_here(&self) -> bool {
-        self.current.lock().unwrap_or_else(|e| e.into_inner()).upgrade().is_some_and(|h| h.is_live())
+        lock(&self.current).upgrade().is_some_and(|h| h.is_live())
     }
 
     pub async fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
         self.acquire_marked(wait, self.marker).await
     }
 
-    /// Waits without a bound. (`Wait::Forever` never gives `None`; `Closed` would be the
-    /// harmless answer should that ever change.)
-    pub async fn acquire_forever(&self, marker: &str) -> Result<LockGuard> {
+    /// Waits without a bound.
+    pub async fn acquire_forever(&self) -> Result<LockGuard> {
+        self.acquire_marked_forever(self.marker).await
+    }
+
+    /// Waits without a bound, creating our node with `marker`. (`Wait::Forever` never gives
+    /// `None`; `Closed` would be the harmless answer should that ever change.)
+    pub async fn acquire_marked_forever(&self, marker: &str) -> Result<LockGuard> {
         self.acquire_marked(Wait::Forever, marker)
             .await?
-            .ok_or_else(|| Error::Closed { path: self.queue.root.to_string() })
+            .ok_or_else(|| Error::Closed { path: self.path().to_string() })
     }
 
     /// As [`LockCore::acquire`], creating our node with `marker` instead of the recipe's.
@@ -122,7 +209,7 @@ impl LockCore {
         let span = tracing::info_span!(
             "acquire",
             recipe = self.recipe,
-            path = %self.queue.root,
+            path = %self.queue.root(),
             node = tracing::field::Empty,
             seq = tracing::field::Empty,
             generation = tracing::field::Empty,
@@ -150,10 +237,10 @@ impl LockCore {
     ) -> Result<Option<LockGuard>> {
         let deadline = match wait {
             Wait::Forever => None,
-            Wait::Try => Some(Instant::now() + self.queue.session.session_timeout()),
+            Wait::Try => Some(Instant::now() + self.queue.session().session_timeout()),
             Wait::Until(deadline) => Some(deadline),
         };
-        let session = self.queue.session.shared();
+        let session = self.queue.session().shared();
         if session.is_closed() {
             return Err(Error::SessionClosed);
         }
@@ -207,17 +294,17 @@ impl LockCore {
     /// did not answer in time.
     fn gave_up(&self, wait: Wait) -> Result<Option<LockGuard>> {
         match wait {
-            Wait::Try => Err(Error::Timeout(self.queue.session.session_timeout())),
+            Wait::Try => Err(Error::Timeout(self.queue.session().session_timeout())),
             _ => Ok(None),
         }
     }
 
     fn hold(&self, entry: Entry, turn: Option<OwnedMutexGuard<()>>) -> LockGuard {
         let hold = Hold::start(
-            self.queue.session.clone(),
+            self.queue.session().clone(),
             entry,
             self.policy,
-            &self.queue.janitor,
+            self.queue.janitor(),
             self.reentrant,
             self.revocable,
             turn,
@@ -225,7 +312,7 @@ impl LockCore {
         );
         tracing::Span::current().record("fencing_token", hold.fencing_token());
         tracing::debug!(fencing_token = hold.fencing_token(), "acquired");
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::downgrade(&hold);
+        *lock(&self.current) = Arc::downgrade(&hold);
         LockGuard::new(hold)
     }
 
@@ -253,17 +340,7 @@ impl LockCore {
         let admitted = match by_deadline(deadline, self.queue.verify_root(conn)).await {
             None => Ok(Attempt::OutOfTime),
             Some(Err(e)) => Err(e),
-            Some(Ok(Err(stored))) => Err(Error::LeaseMaxMismatch {
-                path: self.queue.root.to_string(),
-                configured: self
-                    .queue
-                    .root_data
-                    .as_deref()
-                    .and_then(|d| std::str::from_utf8(d).ok()?.parse().ok())
-                    .unwrap_or_default(),
-                stored: String::from_utf8_lossy(&stored).into_owned(),
-            }),
-            Some(Ok(Ok(()))) => Ok(Attempt::Admitted(())),
+            Some(Ok(())) => Ok(Attempt::Admitted(())),
         };
         let admitted = match (admitted, wait) {
             (Ok(Attempt::Admitted(())), Wait::Try) => match self.queue.decide(&entry, rule, &children) {
@@ -309,8 +386,8 @@ impl LockCore {
     /// delete goes on in the background (`settled()` awaits it), so that a deadline is never
     /// stretched by more than that constant, whatever the connection does.
     async fn leave_bounded(&self, entry: Entry) -> Option<Result<()>> {
-        let bound = if self.queue.session.state().is_connected() {
-            Instant::now() + LEAVE_GRACE.min(self.queue.session.session_timeout())
+        let bound = if self.queue.session().state().is_connected() {
+            Instant::now() + LEAVE_GRACE.min(self.queue.session().session_timeout())
         } else {
             Instant::now()
         };
@@ -318,7 +395,7 @@ impl LockCore {
     }
 
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        participants::list(&self.queue, self.rule.as_ref()).await
+        crate::participants::list(&self.queue, self.rule.as_ref()).await
     }
 
     /// Asks every current holder to release (see [`crate::request_revocation`]); returns how
@@ -327,7 +404,7 @@ impl LockCore {
         let client = self.queue.conn().await?.client;
         let mut sent = 0;
         for holder in self.participants().await?.into_iter().filter(|p| p.is_holder) {
-            if crate::revocation::revoke_node(&client, &self.queue.root.child(&holder.node)).await? {
+            if crate::revocation::revoke_node(&client, &self.queue.root().child(&holder.node)).await? {
                 sent += 1;
             }
         }

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use metrics::Label;
 
-use crate::session::ConnectionState;
+use crate::status::ConnectionState;
 
 /// The labels of one recipe handle, built once: recording a metric costs one small vector,
 /// whether or not a recorder is installed.

@@ -12,21 +12,7 @@
 //! then refuse rather than order differently from the others: see [`sort_queue`].
 
 use crate::error::{Error, Result};
-
-/// A node-naming convention, for sharing a lock path with another client library.
-///
-/// Curator and kazoo can never safely share a path (Curator sorts kazoo's names, which have no
-/// `lock-`, by the whole name), so a recipe refuses a path that holds the other format's nodes
-/// ([`crate::Error::FormatConflict`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum NodeFormat {
-    /// Apache Curator's protected names, `_c_<uuid>-<marker><seq>` (the default).
-    #[default]
-    Curator,
-    /// kazoo's names, `<32-hex uuid>__lock__<seq>` (read locks `__rlock__`).
-    Kazoo,
-}
+pub use crate::format::NodeFormat;
 
 impl NodeFormat {
     /// Which format a child name was made by, if it looks like a queue node of either.
@@ -53,27 +39,6 @@ impl NodeFormat {
             (NodeFormat::Curator, m) => m,
             (NodeFormat::Kazoo, "__READ__") => "__rlock__",
             (NodeFormat::Kazoo, _) => "__lock__",
-        }
-    }
-}
-
-impl std::fmt::Display for NodeFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NodeFormat::Curator => "curator",
-            NodeFormat::Kazoo => "kazoo",
-        })
-    }
-}
-
-impl std::str::FromStr for NodeFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<NodeFormat, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "curator" => Ok(NodeFormat::Curator),
-            "kazoo" => Ok(NodeFormat::Kazoo),
-            other => Err(format!("unknown node format {other:?} (curator or kazoo)")),
         }
     }
 }
@@ -175,12 +140,13 @@ impl NameScheme {
 /// found, and as said of our own queue).
 fn recipe_kinds(format: NodeFormat) -> &'static [(&'static str, (&'static str, &'static str))] {
     const LOCK: (&str, &str) = ("a lock (mutex, semaphore mutex or leader selector)", "lock");
+    use crate::markers::{LATCH, LEASE, LOCK as LOCK_MARKER, READ, WRITE};
     const CURATOR: [(&str, (&str, &str)); 5] = [
-        ("lock-", LOCK),
-        ("latch-", ("a leader latch", "leader latch")),
-        ("__READ__", ("a read/write lock", "read/write lock")),
-        ("__WRIT__", ("a read/write lock", "read/write lock")),
-        ("lease-", ("a semaphore", "semaphore")),
+        (LOCK_MARKER, LOCK),
+        (LATCH, ("a leader latch", "leader latch")),
+        (READ, ("a read/write lock", "read/write lock")),
+        (WRITE, ("a read/write lock", "read/write lock")),
+        (LEASE, ("a semaphore", "semaphore")),
     ];
     const KAZOO: [(&str, (&str, &str)); 2] = [
         ("__lock__", ("a lock (kazoo's Lock, Election or write lock)", "lock")),

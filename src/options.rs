@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls};
 
-use crate::naming::NodeFormat;
+use crate::format::NodeFormat;
 use crate::status::LossPolicy;
 
 /// Options for a lock recipe. `LockOptions::default()` is what `new` uses.

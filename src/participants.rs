@@ -35,9 +35,11 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
     }
     let mut reader = conn.client.new_multi_reader();
     for node in &nodes {
-        reader.add_get_data(&queue.root.child(&node.name)).map_err(Error::zk("get", queue.root.as_str()))?;
+        reader
+            .add_get_data(&queue.root().child(&node.name))
+            .map_err(Error::zk("get", queue.root().as_str()))?;
     }
-    let results = reader.commit().await.map_err(Error::zk("multi-read", queue.root.as_str()))?;
+    let results = reader.commit().await.map_err(Error::zk("multi-read", queue.root().as_str()))?;
     // Nodes gone between the listing and the read are left out; positions follow what remains.
     let present: Vec<_> = nodes
         .into_iter()

@@ -3,7 +3,7 @@
 use zookeeper_client::{Client, Error as ZkError};
 
 use crate::error::{Error, Result};
-use crate::hold::REVOKE;
+use crate::markers::REVOKE;
 use crate::session::Session;
 
 /// Asks the holder of the lock node at `node_path` to release it, by setting the node's data to

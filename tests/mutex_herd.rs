@@ -185,7 +185,18 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
         at32.packets,
         at8.packets
     );
-    assert!(at32.packets <= at2.packets + 1.5, "N=32 {at32:?} against N=2 {at2:?}");
+    // Against N=2, where no waiter lists again: beyond N=2 a woken waiter lists once more per
+    // handoff (its request and reply: 2 packets; see `relistings` above and
+    // `a_waiter_whose_predecessor_gives_up_waits_for_the_holder`); and at N=2 some acquires find
+    // the lock free (1 - wakeups of them), skipping the watch on a predecessor and its
+    // notification (3 packets). Nothing else may grow. (Before every node carried its own-node
+    // watch, waiters beyond N=2 did not pay that watch's 3 packets, which hid the rest; the
+    // bound was N=2 + 1.5.)
+    let expected_gap = 2.0 * at32.relistings + 3.0 * (1.0 - at2.wakeups);
+    assert!(
+        at32.packets <= at2.packets + expected_gap + 0.5,
+        "N=32 {at32:?} against N=2 {at2:?}: more than {expected_gap:.2} + 0.5 apart"
+    );
     // Sanity: the measurement is real (at least create, list, delete with replies).
     assert!(at2.packets >= 6.0, "implausibly few packets: {at2:?}");
 }

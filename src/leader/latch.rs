@@ -8,28 +8,20 @@ use tokio::sync::{oneshot, watch};
 use super::lifecycle::Lifecycle;
 use super::Leadership;
 use crate::error::{Error, Result};
-use crate::hold::Hold;
-use crate::naming::{NameScheme, NodeFormat};
-use crate::participants::{self, Participant};
-use crate::path::LockPath;
-use crate::queue::{FirstN, Queue};
+use crate::format::NodeFormat;
+use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, Participant};
+use crate::markers::LATCH;
+use crate::options::LockOptions;
 use crate::session::Session;
 use crate::status::{LockStatus, LossPolicy};
 
-/// Curator's latch marker: nodes are `_c_<uuid>-latch-<seq>`, data the participant id in UTF-8.
-/// In kazoo format a latch queues as kazoo's `Election` does, with `Lock` names (`__lock__`).
-const LATCH_MARKER: &str = "latch-";
-const LATCH_SCHEME: NameScheme = NameScheme::curator(&[LATCH_MARKER]);
-
-/// Options for a [`LeaderLatch`].
+/// Options for a [`LeaderLatch`]: the lock options an election uses. Curator's latch nodes are
+/// `_c_<uuid>-latch-<seq>`, data the participant id in UTF-8; in kazoo format a latch queues as
+/// kazoo's `Election` does, with `Lock` names (`__lock__`).
 #[derive(Clone, Debug, Default)]
 #[must_use]
 pub struct LatchOptions {
-    participant_id: Option<String>,
-    policy: LossPolicy,
-    format: NodeFormat,
-    acls: Option<std::sync::Arc<[zookeeper_client::Acl]>>,
-    role: Option<std::sync::Arc<str>>,
+    lock: LockOptions,
 }
 
 impl LatchOptions {
@@ -43,31 +35,31 @@ impl LatchOptions {
     /// here and in Curator's `getLeader()`), as [`crate::LockOptions::participant_id`] and
     /// [`crate::SelectorOptions::participant_id`]. Default: `hostname:pid`.
     pub fn participant_id(mut self, id: impl Into<String>) -> LatchOptions {
-        self.participant_id = Some(id.into());
+        self.lock = self.lock.participant_id(id);
         self
     }
 
     /// The `role` label of this latch's metrics (see [`crate::LockOptions::metrics_role`]).
     pub fn metrics_role(mut self, role: &str) -> LatchOptions {
-        self.role = Some(std::sync::Arc::from(role));
+        self.lock = self.lock.metrics_role(role);
         self
     }
 
     /// Whether a suspended connection ends leadership.
     pub fn loss_policy(mut self, policy: LossPolicy) -> LatchOptions {
-        self.policy = policy;
+        self.lock = self.lock.loss_policy(policy);
         self
     }
 
     /// The ACLs of the nodes the latch creates, parents included (default: open, as Curator's).
     pub fn acls(mut self, acls: zookeeper_client::Acls<'_>) -> LatchOptions {
-        self.acls = Some(std::sync::Arc::from(acls.to_vec()));
+        self.lock = self.lock.acls(acls);
         self
     }
 
     /// Curator's `LeaderLatch` names (default), or kazoo's `Election` (a `Lock`).
     pub fn format(mut self, format: NodeFormat) -> LatchOptions {
-        self.format = format;
+        self.lock = self.lock.format(format);
         self
     }
 }
@@ -131,18 +123,16 @@ impl Drop for Handle {
 }
 
 struct Inner {
-    queue: Queue,
-    marker: &'static str,
+    core: LockCore,
     id: String,
     policy: LossPolicy,
-    role: Option<std::sync::Arc<str>>,
     life: Lifecycle,
 }
 
 impl std::fmt::Debug for LeaderLatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderLatch")
-            .field("path", &self.inner().queue.root)
+            .field("path", self.inner().core.path())
             .field("id", &self.inner().id)
             .field("leadership", &self.inner().life.current())
             .finish()
@@ -168,15 +158,21 @@ impl LeaderLatch {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn with_options(session: &Session, path: &str, options: LatchOptions) -> Result<LeaderLatch> {
-        let root = LockPath::new(path)?;
-        let life = Lifecycle::new(root.as_str());
-        let (scheme, marker) = match options.format {
-            NodeFormat::Curator => (LATCH_SCHEME, LATCH_MARKER),
-            kazoo => (LATCH_SCHEME.in_format(kazoo), kazoo.marker(LATCH_MARKER)),
+        let id = options.lock.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
+        // An election watches its own node (leadership ends the moment it is deleted) and
+        // reports revocation requests; one task acquires, so it needs no local turn.
+        let lock = options.lock.participant_id(id.clone()).revocable(true);
+        let spec = LockSpec {
+            recipe: "leader-latch",
+            scheme: NameScheme::curator(&[LATCH]),
+            marker: LATCH,
+            rule: Arc::new(FirstN(1)),
+            reentrant: false,
+            exclusive: false,
+            root_data: None,
         };
-        let queue = Queue::new(session, root, scheme).with_acls(options.acls.clone());
-        let id = options.participant_id.unwrap_or_else(crate::identity::default_participant_id);
-        let inner = Inner { queue, marker, id, policy: options.policy, role: options.role, life };
+        let core = LockCore::build(session, path, spec, &lock)?;
+        let inner = Inner { life: Lifecycle::new(core.path().as_str()), core, id, policy: lock.loss_policy };
         Ok(LeaderLatch { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
     }
 
@@ -190,7 +186,7 @@ impl LeaderLatch {
     /// [`Error::AlreadyStarted`], or [`Error::Closed`] after [`LeaderLatch::close`].
     pub fn start(&self) -> Result<()> {
         let inner = self.inner().clone();
-        let span = tracing::info_span!("leader_latch", path = %inner.queue.root, id = %inner.id);
+        let span = tracing::info_span!("leader_latch", path = %inner.core.path(), id = %inner.id);
         self.inner().life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
     }
 
@@ -201,7 +197,7 @@ impl LeaderLatch {
     /// If dropped, the latch still closes; its node is deleted in the background.
     pub async fn close(&self) {
         self.inner().life.close().await;
-        self.inner().queue.janitor.settled().await;
+        self.inner().core.settled().await;
     }
 
     /// Whether we lead now.
@@ -256,7 +252,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe: it only reads.
     pub async fn participants(&self) -> Result<Vec<Participant>> {
-        participants::list(&self.inner().queue, &FirstN(1)).await
+        self.inner().core.participants().await
     }
 
     /// This participant's id.
@@ -269,57 +265,27 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.inner().queue.janitor.settled().await
+        self.inner().core.settled().await
     }
 }
 
-/// The election: join, wait to be first, lead while the hold lasts; rejoin when our node was
-/// deleted or the session expired (on the new session, at the back of the queue); stop when
-/// closed or when the session is closed.
+/// The election: wait to be first (through the core: our node's deletion while we wait queues
+/// us again, an expiry queues us on the new session), lead while the hold lasts; rejoin when
+/// our node was deleted or the session expired; stop when closed or when the session is closed.
 async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()> {
     loop {
-        let turn = async {
-            let conn = inner.queue.conn().await?;
-            let (mut entry, children) = inner.queue.join(&conn, inner.marker, inner.id.as_bytes()).await?;
-            match inner.queue.wait_turn(&mut entry, &FirstN(1), children).await {
-                Ok(()) => Ok(entry),
-                Err(e) => {
-                    // Leave before reporting, as the locks do.
-                    if let Err(leave) = entry.leave().await {
-                        tracing::debug!(error = %leave, "leaving the election after an error");
-                    }
-                    Err(e)
-                }
-            }
-        };
-        let entry = tokio::select! {
-            // Dropping `turn` deletes our node (or a create in flight) in the background.
+        let guard = tokio::select! {
+            // Dropping the acquire deletes our node (or a create in flight) in the background.
             _ = &mut closing => return Ok(()),
-            entry = turn => entry,
+            guard = inner.core.acquire_forever() => guard,
         };
-        let entry = match entry {
-            Ok(entry) => entry,
+        let guard = match guard {
+            Ok(guard) => guard,
             Err(Error::NodeDeleted { .. }) => continue,
-            Err(Error::SessionExpired) if !inner.queue.session.is_closed() => {
-                tracing::info!("the session expired while we waited; rejoining on the new session");
-                continue;
-            }
-            Err(Error::SessionExpired) => return Err(Error::SessionClosed),
             Err(e) => return Err(e),
         };
-        let labels = crate::metrics::Labels::new("leader-latch", inner.role.as_ref());
-        let hold = Hold::start(
-            inner.queue.session.clone(),
-            entry,
-            inner.policy,
-            &inner.queue.janitor,
-            false,
-            true,
-            None,
-            labels,
-        );
-        let token = hold.fencing_token();
-        let mut status = hold.status();
+        let token = guard.fencing_token();
+        let mut status = guard.status();
         loop {
             let now = *status.borrow_and_update();
             inner.life.set(if inner.policy.is_lost(now) {
@@ -333,15 +299,15 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             tokio::select! {
                 _ = &mut closing => {
                     inner.life.set(Leadership::NotLeader);
-                    let _ = hold.delete_node().await;
+                    let _ = guard.release().await;
                     return Ok(());
                 }
                 _ = status.changed() => {}
             }
         }
         // Lost: release our part (the node is gone or goes with the session).
-        let _ = hold.delete_node().await;
-        if inner.queue.session.is_closed() {
+        let _ = guard.release().await;
+        if inner.core.session().is_closed() {
             return Err(Error::SessionClosed);
         }
         tracing::info!(

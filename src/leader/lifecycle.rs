@@ -36,7 +36,7 @@ impl Lifecycle {
     }
 
     fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
-        self.phase.lock().unwrap_or_else(|e| e.into_inner())
+        crate::util::lock(&self.phase)
     }
 
     /// Spawns the election task. It gets a receiver that fires on `close`.

@@ -13,10 +13,9 @@ use super::Leadership;
 use crate::error::{Error, Result};
 use crate::guard::FencedWriter;
 use crate::hold::Hold;
-use crate::lock_core::LockCore;
-use crate::mutex::InterProcessMutex;
+use crate::lock_core::{LockCore, LockSpec, Participant};
+use crate::markers::LOCK;
 use crate::options::LockOptions;
-use crate::participants::Participant;
 use crate::session::Session;
 use crate::status::LossPolicy;
 
@@ -24,13 +23,10 @@ use crate::status::LossPolicy;
 #[derive(Clone, Debug)]
 #[must_use]
 pub struct SelectorOptions {
-    participant_id: Option<String>,
+    /// What the selector's lock takes: participant id, loss policy, format, ACLs, metrics role.
+    lock: LockOptions,
     auto_requeue: bool,
     grace: Duration,
-    policy: LossPolicy,
-    format: crate::NodeFormat,
-    acls: Option<zookeeper_client::Acls<'static>>,
-    role: Option<String>,
 }
 
 impl Default for SelectorOptions {
@@ -43,15 +39,7 @@ impl SelectorOptions {
     /// The defaults: participant id `hostname:pid` ([`crate::default_participant_id`]), no
     /// requeue, 5 s grace, the default [`LossPolicy`], Curator names.
     pub fn new() -> SelectorOptions {
-        SelectorOptions {
-            participant_id: None,
-            auto_requeue: false,
-            grace: Duration::from_secs(5),
-            policy: LossPolicy::default(),
-            format: crate::NodeFormat::default(),
-            acls: None,
-            role: None,
-        }
+        SelectorOptions { lock: LockOptions::new(), auto_requeue: false, grace: Duration::from_secs(5) }
     }
 
     /// The participant id stored as our node's data (shown by `participants()` and `leader()`,
@@ -59,7 +47,7 @@ impl SelectorOptions {
     /// [`crate::LockOptions::participant_id`] and [`crate::LatchOptions::participant_id`].
     /// Default: `hostname:pid`.
     pub fn participant_id(mut self, id: impl Into<String>) -> SelectorOptions {
-        self.participant_id = Some(id.into());
+        self.lock = self.lock.participant_id(id);
         self
     }
 
@@ -79,25 +67,25 @@ impl SelectorOptions {
 
     /// The ACLs of the nodes the selector creates (`Acls::creator_all()`, `Acls::anyone_all()`, ...).
     pub fn acls(mut self, acls: zookeeper_client::Acls<'static>) -> SelectorOptions {
-        self.acls = Some(acls);
+        self.lock = self.lock.acls(acls);
         self
     }
 
     /// Curator's lock names (default) or kazoo's.
     pub fn format(mut self, format: crate::NodeFormat) -> SelectorOptions {
-        self.format = format;
+        self.lock = self.lock.format(format);
         self
     }
 
     /// The `role` label of this selector's metrics (see [`crate::LockOptions::metrics_role`]).
     pub fn metrics_role(mut self, role: &str) -> SelectorOptions {
-        self.role = Some(role.to_string());
+        self.lock = self.lock.metrics_role(role);
         self
     }
 
     /// Whether a suspended connection ends the term.
     pub fn loss_policy(mut self, policy: LossPolicy) -> SelectorOptions {
-        self.policy = policy;
+        self.lock = self.lock.loss_policy(policy);
         self
     }
 }
@@ -302,7 +290,7 @@ struct Inner {
 impl std::fmt::Debug for LeaderSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LeaderSelector")
-            .field("path", &self.inner().core.queue.root)
+            .field("path", self.inner().core.path())
             .field("id", &self.inner().id)
             .field("leadership", &self.inner().life.current())
             .finish()
@@ -317,20 +305,13 @@ impl LeaderSelector {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn new(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
-        let id = options.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
-        // An election watches its own node: leadership ends the moment it is deleted.
-        let mut lock_options = LockOptions::new()
-            .revocable(true)
-            .participant_id(id.clone())
-            .loss_policy(options.policy)
-            .format(options.format);
-        if let Some(acls) = options.acls {
-            lock_options = lock_options.acls(acls);
-        }
-        if let Some(role) = &options.role {
-            lock_options = lock_options.metrics_role(role);
-        }
-        let core = InterProcessMutex::core(session, path, &lock_options, false, "leader-selector")?;
+        let id = options.lock.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
+        // An election watches its own node (leadership ends the moment it is deleted) and
+        // reports revocation requests. Curator's `LeaderSelector` is a mutex on the path: so is
+        // ours, not reentrant.
+        let lock = options.lock.clone().participant_id(id.clone()).revocable(true);
+        let spec = LockSpec::exclusive("leader-selector", LOCK, false);
+        let core = LockCore::build(session, path, spec, &lock)?;
         let life = Lifecycle::new(path);
         let inner = Inner {
             core,
@@ -369,7 +350,7 @@ impl LeaderSelector {
             Box::pin(async move { work.await.into_failure() })
         });
         let inner = self.inner().clone();
-        let span = tracing::info_span!("leader_selector", path = %inner.core.queue.root, id = %inner.id);
+        let span = tracing::info_span!("leader_selector", path = %inner.core.path(), id = %inner.id);
         self.inner().queued.store(true, Ordering::SeqCst);
         self.inner()
             .life
@@ -384,7 +365,7 @@ impl LeaderSelector {
     /// If dropped, the selector still closes in the background.
     pub async fn close(&self) {
         self.inner().life.close().await;
-        self.inner().core.queue.janitor.settled().await;
+        self.inner().core.settled().await;
     }
 
     /// Turns requeueing after each term on or off.
@@ -469,7 +450,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever(inner.core.marker) => guard,
+            guard = inner.core.acquire_forever() => guard,
         };
         let guard = match guard {
             Ok(guard) => guard,
@@ -561,7 +542,7 @@ fn finished(ended: std::result::Result<Option<String>, tokio::task::JoinError>) 
 /// window less a tenth of the session timeout (at once when the term is already lost).
 fn stop_deadline(grace: Duration, safe_until: Option<Instant>, core: &LockCore) -> Instant {
     let now = Instant::now();
-    let margin = core.queue.session.session_timeout() / 10;
+    let margin = core.session().session_timeout() / 10;
     let bound = safe_until.map_or(now, |t| t.checked_sub(margin).unwrap_or(now));
     (now + grace).min(bound.max(now))
 }

@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 
-use super::janitor::Janitor;
-use super::retry;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::Conn;
+use crate::util::{retry, Janitor};
 
 /// What the data watch on our own node reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +55,7 @@ pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent,
     let armed = check.armed.clone();
     let mut event: PendingEvent = Box::pin(async move {
         match client.get_and_watch_data(&path).await {
-            Ok((data, _, watcher)) if data != crate::hold::REVOKE => {
+            Ok((data, _, watcher)) if data != crate::markers::REVOKE => {
                 armed.store(true, std::sync::atomic::Ordering::SeqCst);
                 watcher.changed().await.into()
             }
@@ -268,7 +267,7 @@ impl Entry {
             Ok((data, _, watcher)) => {
                 self.own_event = Some(Box::pin(async move { watcher.changed().await.into() }));
                 self.own_check = Some(OwnCheck::answered(state));
-                if data == crate::hold::REVOKE {
+                if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }
                 Ok(())

@@ -20,9 +20,7 @@
 //!   node ahead, and ZooKeeper's in-order events say whether our node was deleted first.
 
 mod entry;
-mod janitor;
-mod parent_hint;
-pub(crate) mod retry;
+mod rule;
 mod stats;
 
 use std::sync::Arc;
@@ -30,79 +28,37 @@ use std::sync::Arc;
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
 pub(crate) use self::entry::{delete_quietly, Entry, EntryParts, OwnEvent, PendingCreate, PendingEvent};
-pub(crate) use self::janitor::Janitor;
-pub(crate) use self::parent_hint::ParentHint;
+pub(crate) use self::rule::{Admission, Decision, FirstN};
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
 use crate::error::{Error, Result};
 use crate::naming::{sort_queue, NameScheme, QueueNode};
 use crate::path::LockPath;
 use crate::session::{Conn, Session};
+pub(crate) use crate::util::{retry, Janitor};
 
 /// How many times a create is retried when its parent vanishes under it (an empty CONTAINER
 /// parent is reaped by the server) before we report the error.
 const PARENT_RACE_ATTEMPTS: usize = 8;
 
-/// What a recipe's rule says about one contender.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// It may proceed now.
-    Proceed,
-    /// It must wait until the node at index `on` is gone (or its data changes: then it looks
-    /// again). `then_proceed` is true when that node's deletion alone admits it (so no new
-    /// listing is needed).
-    Wait { on: usize, then_proceed: bool },
-    /// It must wait until any of the nodes at indexes `0..upto` is gone, then look again (a
-    /// semaphore's first waiter watches every holder, and wakes on whichever releases first).
-    WaitAny { upto: usize },
-}
-
-/// A recipe's rule for who may proceed.
-pub(crate) trait Admission: Send + Sync {
-    /// `queue` is in creation order; `me` is the contender's index in it.
-    fn decide(&self, queue: &[QueueNode], me: usize) -> Decision;
-
-    /// Whether a contender just admitted at index `me` must touch its node's data, to wake a
-    /// successor that watches it while waiting (a semaphore's waiters queue on the waiter ahead,
-    /// and only the first waiter watches the holders).
-    fn announce_admission(&self, _queue: &[QueueNode], _me: usize) -> bool {
-        false
-    }
-}
-
-/// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
-/// leader latch are `FirstN(1)`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FirstN(pub usize);
-
-impl Admission for FirstN {
-    fn decide(&self, _queue: &[QueueNode], me: usize) -> Decision {
-        if me < self.0 {
-            Decision::Proceed
-        } else {
-            Decision::Wait { on: me - self.0, then_proceed: me == self.0 }
-        }
-    }
-}
-
 /// A queue under a root path.
 #[derive(Clone)]
 pub(crate) struct Queue {
-    pub session: Session,
-    pub root: LockPath,
-    pub scheme: NameScheme,
-    pub acls: Arc<[Acl]>,
-    pub janitor: Janitor,
-    pub counters: Arc<Counters>,
+    session: Session,
+    root: LockPath,
+    scheme: NameScheme,
+    acls: Arc<[Acl]>,
+    janitor: Janitor,
+    counters: Arc<Counters>,
     /// The data the root must carry (a semaphore's maximum): the root is created with it, and
     /// every acquire checks it once its node is in ([`Queue::verify_root`]).
-    pub root_data: Option<Arc<[u8]>>,
+    root_data: Option<Arc<[u8]>>,
     /// Whether our nodes carry a data watch (every recipe's by default; see
     /// `LockOptions::watch_own_node`): it reports their deletion by someone else and revocation
     /// requests, and lets a waiter whose predecessor
     /// was the head proceed without listing again. Without it, a waiter lists again after every
     /// wake-up, and an uncontended acquire costs only the create and the listing.
-    pub watch_own: bool,
+    watch_own: bool,
 }
 
 impl std::fmt::Debug for Queue {
@@ -139,6 +95,44 @@ impl Queue {
             self.acls = acls;
         }
         self
+    }
+
+    /// Requires the root to carry `data` (a semaphore's maximum; see [`Queue::verify_root`]).
+    pub fn with_root_data(mut self, data: Option<Arc<[u8]>>) -> Queue {
+        self.root_data = data;
+        self
+    }
+
+    /// Whether our nodes carry a data watch (see the field's docs).
+    pub fn watching_own_nodes(mut self, watch: bool) -> Queue {
+        self.watch_own = watch;
+        self
+    }
+
+    /// The root path.
+    pub fn root(&self) -> &LockPath {
+        &self.root
+    }
+
+    /// The session the queue's nodes are created in.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Where the queue's background cleanups run, and are awaited.
+    pub fn janitor(&self) -> &Janitor {
+        &self.janitor
+    }
+
+    /// What the queue's work has cost so far.
+    pub fn stats(&self) -> QueueStats {
+        self.counters.snapshot()
+    }
+
+    /// Whether `name` is one of this queue's nodes, and with which marker (its index in the
+    /// scheme's markers).
+    pub fn marker_of(&self, name: &str) -> Option<usize> {
+        self.scheme.parse(name).map(|n| n.marker)
     }
 
     /// Our queue, parsed and in the order Curator and kazoo compute (which is creation order, or
@@ -234,8 +228,24 @@ impl Queue {
     /// Called with our node in the queue, so the root can't be reaped and re-created meanwhile.
     ///
     /// # Errors
-    /// `Ok(Err(stored))` with the data found when it differs.
-    pub async fn verify_root(&self, conn: &Conn) -> Result<std::result::Result<(), Vec<u8>>> {
+    /// [`Error::LeaseMaxMismatch`] when the root carries other data; errors of the reads.
+    pub async fn verify_root(&self, conn: &Conn) -> Result<()> {
+        match self.root_data_found(conn).await? {
+            Ok(()) => Ok(()),
+            Err(stored) => Err(Error::LeaseMaxMismatch {
+                path: self.root.to_string(),
+                configured: self
+                    .root_data
+                    .as_deref()
+                    .and_then(|d| std::str::from_utf8(d).ok()?.parse().ok())
+                    .unwrap_or_default(),
+                stored: String::from_utf8_lossy(&stored).into_owned(),
+            }),
+        }
+    }
+
+    /// `Ok(Err(stored))` with the data found when it differs from what the root must carry.
+    async fn root_data_found(&self, conn: &Conn) -> Result<std::result::Result<(), Vec<u8>>> {
         let Some(want) = &self.root_data else { return Ok(Ok(())) };
         let root = self.root.as_str();
         loop {

@@ -12,6 +12,8 @@ use std::sync::Mutex;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 
+use crate::util::lock;
+
 /// A future driven to its end by the session's task.
 pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -24,7 +26,7 @@ pub(crate) struct Driver {
 impl Driver {
     /// Hands `job` to the session's task (starting it on the current runtime if needed).
     pub fn drive(&self, job: Job) {
-        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut jobs = lock(&self.jobs);
         let job = match jobs.as_ref() {
             Some(tx) => match tx.send(job) {
                 Ok(()) => return,

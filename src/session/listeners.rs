@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{lock, SessionStatus, Shared};
+use super::{SessionStatus, Shared};
+use crate::util::lock;
 
 /// Told of every state change of a session (see [`Shared::listen`]).
 pub(crate) trait Listener: Send + Sync {

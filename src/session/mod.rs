@@ -7,11 +7,14 @@
 //! across new sessions by themselves.
 
 mod conn;
+mod connect;
 mod driver;
 mod listeners;
 mod nodelay;
-mod state;
+mod parent_hint;
 mod supervisor;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,11 +24,16 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 pub(crate) use self::conn::Conn;
+pub use self::connect::ConnectOptions;
+use self::connect::{open_client, server_addresses};
 pub(crate) use self::driver::Job;
 pub(crate) use self::listeners::{Listener, Registration};
-pub use self::state::{ConnectionState, SessionStatus};
-use crate::connect::{open_client, server_addresses, ConnectOptions};
+pub(crate) use self::parent_hint::ParentHint;
+#[cfg(feature = "tls")]
+pub use self::tls::TlsConfig;
 use crate::error::{Error, Result};
+pub(crate) use crate::status::{ConnectionState, SessionStatus};
+use crate::util::lock;
 #[cfg(doc)]
 use crate::ConnectFailure;
 
@@ -100,7 +108,7 @@ pub(crate) struct Shared {
     /// Holds told of every state change (see [`Listener`]).
     listeners: listeners::ListenerList,
     /// Whether recent joins found their lock's parent missing.
-    pub(crate) parent_hint: crate::queue::ParentHint,
+    pub(crate) parent_hint: ParentHint,
     /// Drives what holds leave running (the watches on their nodes) on one task.
     driver: driver::Driver,
     supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -319,10 +327,6 @@ impl Session {
             }
         }
     }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {

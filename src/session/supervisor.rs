@@ -8,8 +8,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zookeeper_client::{SessionState, StateWatcher};
 
-use super::{lock, Conn, ConnectionState, Shared};
-use crate::connect::open_client;
+use super::connect::open_client;
+use super::{Conn, ConnectionState, Shared};
+use crate::util::lock;
 
 /// How one generation ended.
 enum Ended {

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
-use crate::error::{Error, Result};
 #[cfg(feature = "tls")]
-use crate::TlsConfig;
+use super::tls::TlsConfig;
+use crate::error::{classify, ConnectFailure, Error, Probe, Result};
 
 /// How to connect a [`crate::Session`]. `ConnectOptions::new(timeout)` is what
 /// [`crate::Session::connect`] uses.
@@ -230,7 +230,7 @@ async fn open(
     #[cfg(feature = "tls")]
     let secure = match &options.tls {
         Some(tls) => {
-            crate::tls::check_server_names(servers)?;
+            super::tls::check_server_names(servers)?;
             connector = connector.with_tls(tls.client_options());
             true
         }
@@ -295,46 +295,6 @@ async fn open(
 /// The pause before asking the client crate again after its own deadline passed.
 const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// Why no ZooKeeper session could be started ([`Error::Connect`]): what a plain TCP connection
-/// to each address of the connect string found, once the attempts had failed.
-///
-/// Match on it to tell a server that is down ([`ConnectFailure::Refused`]) from one that is
-/// misconfigured ([`ConnectFailure::NoSession`]) and from a network problem
-/// ([`ConnectFailure::NoAnswer`]); the error's `probes` say what each address did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnectFailure {
-    /// Every address refused the connection: nothing listens there. ZooKeeper is not running on
-    /// that host, or listens on another port.
-    Refused,
-    /// An address accepts TCP connections, yet no ZooKeeper session was started: it is another
-    /// service (ZooKeeper's admin, quorum or election port, another server), a proxy to a server
-    /// that is down, the other protocol (plaintext to a TLS port or the reverse), a server
-    /// without a quorum or that does not answer, or a server that turned the session down (the
-    /// error's source says so).
-    NoSession,
-    /// No address accepted or refused the connection: nothing answered (a host that is down, a
-    /// firewall that drops the packets), or the network has no route to it.
-    NoAnswer,
-    /// The client crate could not read the connect string (the error's source says why); nothing
-    /// was sent.
-    BadConnectString,
-}
-
-/// What a plain TCP connection to one address found (see [`ConnectFailure`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Probe {
-    /// The connection was refused: nothing listens on that port.
-    Refused,
-    /// The connection was accepted (then closed, without a byte sent).
-    Accepted,
-    /// No answer before the connect wait ended.
-    NoAnswer,
-    /// Another error, as the system reported it (no route to the host, say).
-    Failed(String),
-}
-
 /// Connects to each address at once, with a plain TCP connection that waits at most `within`,
 /// and closes it. The connections are made on the blocking pool.
 async fn probe(addresses: Vec<SocketAddr>, within: Duration) -> Vec<(SocketAddr, Probe)> {
@@ -364,86 +324,6 @@ async fn probe(addresses: Vec<SocketAddr>, within: Duration) -> Vec<(SocketAddr,
         found.push((address, probe.await.unwrap_or_else(|e| Probe::Failed(e.to_string()))));
     }
     found
-}
-
-/// The failure the probes show: an address that accepts makes it [`ConnectFailure::NoSession`]
-/// (that server is the one to look at); every address refusing, [`ConnectFailure::Refused`];
-/// anything else, [`ConnectFailure::NoAnswer`].
-fn classify(probes: &[(SocketAddr, Probe)]) -> ConnectFailure {
-    if probes.iter().any(|(_, probe)| *probe == Probe::Accepted) {
-        ConnectFailure::NoSession
-    } else if !probes.is_empty() && probes.iter().all(|(_, probe)| *probe == Probe::Refused) {
-        ConnectFailure::Refused
-    } else {
-        ConnectFailure::NoAnswer
-    }
-}
-
-/// The part of [`Error::Connect`]'s message after the connect string: what each address did,
-/// then what to check.
-pub(crate) fn describe(
-    reason: ConnectFailure,
-    probes: &[(SocketAddr, Probe)],
-    waited: Duration,
-    source: &crate::ClientError,
-) -> String {
-    use std::fmt::Write;
-    if reason == ConnectFailure::BadConnectString {
-        return format!(
-            "the connect string cannot be read ({source}); write it as host:port[,host:port...][/chroot]"
-        );
-    }
-    let mut out = format!("no session after {waited:.1?} of trying: ");
-    for (i, (address, probe)) in probes.iter().enumerate() {
-        let sep = if i == 0 { "" } else { ", " };
-        let _ = match probe {
-            Probe::Refused => write!(out, "{sep}{address} refused the connection"),
-            Probe::Accepted => {
-                write!(out, "{sep}{address} accepted the connection but started no ZooKeeper session")
-            }
-            Probe::NoAnswer => write!(out, "{sep}{address} did not answer"),
-            Probe::Failed(error) => write!(out, "{sep}{address} could not be reached ({error})"),
-        };
-    }
-    if probes.is_empty() {
-        out.push_str("no address to try");
-    }
-    let _ = match source.as_zookeeper_client() {
-        ZkError::Timeout | ZkError::ConnectionLoss => Ok(()),
-        other => write!(out, " (the client's last error: {other})"),
-    };
-    // What to check, for each kind of outcome found (prefixed with the outcome when they differ).
-    let hints = [
-        (
-            "accepted",
-            probes.iter().any(|(_, p)| *p == Probe::Accepted),
-            "is that ZooKeeper's client port (not its admin, quorum or election port), with TLS on its \
-             secure port only? A server without a quorum starts no sessions: see its log.",
-        ),
-        (
-            "refused",
-            probes.iter().any(|(_, p)| *p == Probe::Refused),
-            "is ZooKeeper running there, on that port (its clientPort, or secureClientPort for TLS)?",
-        ),
-        (
-            "no answer",
-            probes.iter().any(|(_, p)| matches!(p, Probe::NoAnswer | Probe::Failed(_))) || probes.is_empty(),
-            "is the host up, and does a firewall drop the traffic to that port?",
-        ),
-    ];
-    let found: Vec<_> = hints.iter().filter(|(_, present, _)| *present).collect();
-    match found.as_slice() {
-        [(_, _, hint)] => {
-            let _ = write!(out, "; {hint}");
-        }
-        several => {
-            out.push('.');
-            for (outcome, _, hint) in several {
-                let _ = write!(out, " Where {outcome}: {hint}");
-            }
-        }
-    }
-    out
 }
 
 /// Resolves every host of `servers` before connecting, because the client crate retries an

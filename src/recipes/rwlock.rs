@@ -6,20 +6,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Wait};
-use crate::naming::{NameScheme, QueueNode};
+use crate::lock_core::{
+    Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats, Wait,
+};
+use crate::markers::{READ, WRITE, WRITER};
 use crate::options::LockOptions;
-use crate::participants::Participant;
 use crate::path::LockPath;
-use crate::queue::{Admission, Decision, FirstN, Queue, QueueStats};
 use crate::session::Session;
-
-/// Curator's read/write markers: `_c_<uuid>-__READ__<seq>` and `_c_<uuid>-__WRIT__<seq>`.
-const READ_MARKER: &str = "__READ__";
-const WRITE_MARKER: &str = "__WRIT__";
-const RW_SCHEME: NameScheme = NameScheme::curator(&[READ_MARKER, WRITE_MARKER]);
-/// Index of [`WRITE_MARKER`] in the scheme's markers.
-const WRITER: usize = 1;
 
 /// Who may proceed in a read/write queue. A writer proceeds when it is first (and waits on its
 /// predecessor). A reader proceeds when no writer is ahead of it, and otherwise waits on the
@@ -78,7 +71,7 @@ pub struct InterProcessReadWriteLock {
 
 impl std::fmt::Debug for InterProcessReadWriteLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessReadWriteLock").field("path", &self.read.queue.root).finish()
+        f.debug_struct("InterProcessReadWriteLock").field("path", self.read.path()).finish()
     }
 }
 
@@ -100,26 +93,25 @@ impl InterProcessReadWriteLock {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessReadWriteLock> {
-        let format = options.format;
-        let mut queue = Queue::new(session, LockPath::new(path)?, RW_SCHEME.in_format(format))
-            .with_acls(options.acls.clone());
-        queue.watch_own = options.watches_own_node();
         let rule: Arc<dyn Admission> = Arc::new(RwRule);
         let spec = |recipe, marker, exclusive| LockSpec {
             recipe,
-            marker: format.marker(marker),
+            scheme: NameScheme::curator(&[READ, WRITE]),
+            marker,
             rule: rule.clone(),
             reentrant: true,
             exclusive,
+            root_data: None,
         };
-        let write = Arc::new(LockCore::new(queue.clone(), spec("write-lock", WRITE_MARKER, true), &options));
-        let read = Arc::new(LockCore::new(queue, spec("read-lock", READ_MARKER, false), &options));
+        let write = LockCore::build(session, path, spec("write-lock", WRITE, true), &options)?;
+        let read = Arc::new(write.beside(spec("read-lock", READ, false), &options));
+        let write = Arc::new(write);
         Ok(InterProcessReadWriteLock { read, write })
     }
 
     /// The lock path.
     pub fn path(&self) -> &LockPath {
-        &self.read.queue.root
+        self.read.path()
     }
 
     /// The read side as a [`crate::Lock`] (Curator's `readLock()`), e.g. for a multi-lock.
@@ -149,16 +141,15 @@ impl InterProcessReadWriteLock {
     /// Cancel-safe: a dropped future leaves no node behind, and `write` stays held.
     pub async fn downgrade(&self, write: &LockGuard) -> Result<LockGuard> {
         let writer = write.node_path().rsplit_once('/').map(|(dir, name)| (dir, name.to_string()));
-        let Some((dir, writer)) = writer.filter(|(dir, name)| {
-            *dir == self.path().as_str()
-                && self.read.queue.scheme.parse(name).is_some_and(|n| n.marker == WRITER)
-        }) else {
+        let Some((dir, writer)) = writer
+            .filter(|(dir, name)| *dir == self.path().as_str() && self.read.marker_of(name) == Some(WRITER))
+        else {
             return Err(Error::LockLost { path: self.path().to_string() });
         };
         debug_assert_eq!(dir, self.path().as_str());
         let keep = write.reenter()?;
         let rule = Downgrade { writer, writer_between: AtomicBool::new(false) };
-        let read = self.read.acquire_by(Wait::Forever, self.read.marker, &rule, false).await?;
+        let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false).await?;
         let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
         if rule.writer_between.load(Ordering::SeqCst) {
             tracing::debug!(path = %self.path(), "a writer is queued behind ours: the write node stays until the read is released");
@@ -185,7 +176,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn read(&self) -> Result<LockGuard> {
-        self.read.acquire_forever(self.read.marker).await
+        self.read.acquire_forever().await
     }
 
     /// Takes the read lock only if it is free for readers now.
@@ -219,7 +210,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn write(&self) -> Result<LockGuard> {
-        self.write.acquire_forever(self.write.marker).await
+        self.write.acquire_forever().await
     }
 
     /// Takes the write lock only if it is free now.
@@ -268,7 +259,7 @@ impl InterProcessReadWriteLock {
 
     /// What this handle's queue work has cost so far (both sides share one queue).
     pub fn stats(&self) -> QueueStats {
-        self.read.queue.counters.snapshot()
+        self.read.stats()
     }
 
     /// Resolves once background cleanups of this handle have finished.
@@ -277,7 +268,7 @@ impl InterProcessReadWriteLock {
     /// Cancel-safe.
     pub async fn settled(&self) {
         // Both sides share one queue, and so one janitor.
-        self.read.queue.janitor.settled().await;
+        self.read.settled().await;
     }
 }
 
@@ -290,7 +281,7 @@ pub struct ReadLock(InterProcessReadWriteLock);
 pub struct WriteLock(InterProcessReadWriteLock);
 
 #[async_trait::async_trait]
-impl crate::lock::Lock for ReadLock {
+impl super::lock::Lock for ReadLock {
     fn lock_path(&self) -> &str {
         self.0.path().as_str()
     }
@@ -309,7 +300,7 @@ impl crate::lock::Lock for ReadLock {
 }
 
 #[async_trait::async_trait]
-impl crate::lock::Lock for WriteLock {
+impl super::lock::Lock for WriteLock {
     fn lock_path(&self) -> &str {
         self.0.path().as_str()
     }

@@ -5,17 +5,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Wait};
-use crate::naming::NameScheme;
+use crate::lock_core::{LockCore, LockSpec, Participant, QueueStats, Wait};
 use crate::options::LockOptions;
-use crate::participants::Participant;
 use crate::path::LockPath;
-use crate::queue::{FirstN, Queue, QueueStats};
 use crate::session::Session;
-
-/// Curator's lock-node marker: nodes are `_c_<uuid>-lock-<seq>`.
-pub(crate) const LOCK_MARKER: &str = "lock-";
-const LOCK_SCHEME: NameScheme = NameScheme::curator(&[LOCK_MARKER]);
 
 /// A distributed mutex over ZooKeeper, wire-compatible with Curator's `InterProcessMutex`.
 ///
@@ -47,7 +40,7 @@ pub struct InterProcessMutex {
 
 impl std::fmt::Debug for InterProcessMutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessMutex").field("path", &self.core.queue.root).finish()
+        f.debug_struct("InterProcessMutex").field("path", self.core.path()).finish()
     }
 }
 
@@ -65,28 +58,13 @@ impl InterProcessMutex {
     /// # Errors
     /// As [`InterProcessMutex::new`].
     pub fn with_options(session: &Session, path: &str, options: LockOptions) -> Result<InterProcessMutex> {
-        Ok(InterProcessMutex { core: Arc::new(Self::core(session, path, &options, true, "mutex")?) })
-    }
-
-    pub(crate) fn core(
-        session: &Session,
-        path: &str,
-        options: &LockOptions,
-        reentrant: bool,
-        recipe: &'static str,
-    ) -> Result<LockCore> {
-        let queue = Queue::new(session, LockPath::new(path)?, LOCK_SCHEME.in_format(options.format))
-            .with_acls(options.acls.clone());
-        let mut queue = queue;
-        queue.watch_own = options.watches_own_node();
-        let marker = options.format.marker(LOCK_MARKER);
-        let spec = LockSpec { recipe, marker, rule: Arc::new(FirstN(1)), reentrant, exclusive: true };
-        Ok(LockCore::new(queue, spec, options))
+        let spec = LockSpec::exclusive("mutex", crate::markers::LOCK, true);
+        Ok(InterProcessMutex { core: Arc::new(LockCore::build(session, path, spec, &options)?) })
     }
 
     /// The lock path.
     pub fn path(&self) -> &LockPath {
-        &self.core.queue.root
+        self.core.path()
     }
 
     /// Waits until the lock is held: first for this handle's local turn (another task acquiring
@@ -113,7 +91,7 @@ impl InterProcessMutex {
     /// Cancel-safe: if the future is dropped at any point, our node (even one whose create was
     /// still in flight) is deleted in the background; [`InterProcessMutex::settled`] awaits that.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.core.acquire_forever(self.core.marker).await
+        self.core.acquire_forever().await
     }
 
     /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else (or by
@@ -175,7 +153,7 @@ impl InterProcessMutex {
 
     /// What this handle's queue work has cost so far (creates, listings, wake-ups).
     pub fn stats(&self) -> QueueStats {
-        self.core.queue.counters.snapshot()
+        self.core.stats()
     }
 
     /// Resolves once every background cleanup started by this handle (dropped acquires, dropped
@@ -184,14 +162,14 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.core.queue.janitor.settled().await
+        self.core.settled().await
     }
 }
 
 #[async_trait::async_trait]
-impl crate::lock::Lock for InterProcessMutex {
+impl super::lock::Lock for InterProcessMutex {
     fn lock_path(&self) -> &str {
-        self.core.queue.root.as_str()
+        self.core.path().as_str()
     }
     async fn acquire(&self) -> Result<LockGuard> {
         InterProcessMutex::acquire(self).await

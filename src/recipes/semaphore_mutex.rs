@@ -5,15 +5,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, Wait};
-use crate::mutex::InterProcessMutex;
+use crate::lock_core::{LockCore, LockSpec, Participant, Wait};
 use crate::options::LockOptions;
-use crate::participants::Participant;
 use crate::session::Session;
 
 /// A non-reentrant mutex, as Curator's `InterProcessSemaphoreMutex`: a second acquire through the
 /// same handle waits like anyone else's (or times out), and [`LockGuard::reenter`] is refused. Same
-/// queue and node names as [`InterProcessMutex`], so the two exclude each other on one path.
+/// queue and node names as [`crate::InterProcessMutex`], so the two exclude each other on one path.
 ///
 /// A clone is another handle on the same lock, as an `Arc` would be: clones share the local
 /// turn (two tasks acquiring through any two clones take turns, one node at a time) and the
@@ -25,7 +23,7 @@ pub struct InterProcessSemaphoreMutex {
 
 impl std::fmt::Debug for InterProcessSemaphoreMutex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InterProcessSemaphoreMutex").field("path", &self.core.queue.root).finish()
+        f.debug_struct("InterProcessSemaphoreMutex").field("path", self.core.path()).finish()
     }
 }
 
@@ -47,26 +45,25 @@ impl InterProcessSemaphoreMutex {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
-        Ok(InterProcessSemaphoreMutex {
-            core: Arc::new(InterProcessMutex::core(session, path, &options, false, "semaphore-mutex")?),
-        })
+        let spec = LockSpec::exclusive("semaphore-mutex", crate::markers::LOCK, false);
+        Ok(InterProcessSemaphoreMutex { core: Arc::new(LockCore::build(session, path, spec, &options)?) })
     }
 
     /// Waits until the lock is held (also when this handle already holds it: that waits).
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// As [`crate::InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.core.acquire_forever(self.core.marker).await
+        self.core.acquire_forever().await
     }
 
     /// Takes the lock only if it is free now.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// As [`crate::InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// As [`InterProcessSemaphoreMutex::acquire`].
@@ -77,7 +74,7 @@ impl InterProcessSemaphoreMutex {
     /// Waits at most `timeout`; `Ok(None)` leaves nothing behind.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::acquire`].
+    /// As [`crate::InterProcessMutex::acquire`].
     ///
     /// # Cancel safety
     /// As [`InterProcessSemaphoreMutex::acquire`].
@@ -88,7 +85,7 @@ impl InterProcessSemaphoreMutex {
     /// The queue in order.
     ///
     /// # Errors
-    /// As [`InterProcessMutex::participants`].
+    /// As [`crate::InterProcessMutex::participants`].
     ///
     /// # Cancel safety
     /// Cancel-safe: it only reads.
@@ -101,14 +98,14 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.core.queue.janitor.settled().await
+        self.core.settled().await
     }
 }
 
 #[async_trait::async_trait]
-impl crate::lock::Lock for InterProcessSemaphoreMutex {
+impl super::lock::Lock for InterProcessSemaphoreMutex {
     fn lock_path(&self) -> &str {
-        self.core.queue.root.as_str()
+        self.core.path().as_str()
     }
     async fn acquire(&self) -> Result<LockGuard> {
         InterProcessSemaphoreMutex::acquire(self).await

@@ -5,16 +5,13 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Wait};
-use crate::naming::{NameScheme, QueueNode};
+use crate::lock_core::{
+    Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats, Wait,
+};
+use crate::markers::LEASE as LEASE_MARKER;
 use crate::options::LockOptions;
-use crate::participants::Participant;
 use crate::path::LockPath;
-use crate::queue::{Admission, Decision, Queue, QueueStats};
 use crate::session::Session;
-
-const LEASE_MARKER: &str = "lease-";
-const LEASE_SCHEME: NameScheme = NameScheme::curator(&[LEASE_MARKER]);
 
 /// How many leases a node holds: `_c_<uuid>-w<n>-lease-<seq>` holds `n`; a lease node without
 /// the weight holds one. A weight that can't be read, or is 0 or above `max` (a foreign or
@@ -106,7 +103,7 @@ pub struct InterProcessSemaphore {
 impl std::fmt::Debug for InterProcessSemaphore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("InterProcessSemaphore")
-            .field("path", &self.core.queue.root)
+            .field("path", self.core.path())
             .field("max", &self.max)
             .finish()
     }
@@ -139,13 +136,19 @@ impl InterProcessSemaphore {
         if max_leases == 0 {
             return Err(Error::BadLeaseCount { path: root.to_string(), requested: 0, max: 0 });
         }
-        let mut queue = Queue::new(session, root, LEASE_SCHEME).with_acls(options.acls.clone());
-        queue.watch_own = options.watches_own_node();
-        queue.root_data = Some(Arc::from(max_leases.to_string().into_bytes()));
-        let rule = Arc::new(Weighted { max: u64::from(max_leases) });
-        let spec =
-            LockSpec { recipe: "semaphore", marker: LEASE_MARKER, rule, reentrant: false, exclusive: false };
-        Ok(InterProcessSemaphore { core: Arc::new(LockCore::new(queue, spec, &options)), max: max_leases })
+        let spec = LockSpec {
+            recipe: "semaphore",
+            scheme: NameScheme::curator(&[LEASE_MARKER]),
+            marker: LEASE_MARKER,
+            rule: Arc::new(Weighted { max: u64::from(max_leases) }),
+            reentrant: false,
+            exclusive: false,
+            root_data: Some(Arc::from(max_leases.to_string().into_bytes())),
+        };
+        Ok(InterProcessSemaphore {
+            core: Arc::new(LockCore::build(session, root.as_str(), spec, &options)?),
+            max: max_leases,
+        })
     }
 
     /// The maximum number of leases.
@@ -157,7 +160,7 @@ impl InterProcessSemaphore {
     fn prepare(&self, leases: u32) -> Result<String> {
         if leases == 0 || leases > self.max {
             return Err(Error::BadLeaseCount {
-                path: self.core.queue.root.to_string(),
+                path: self.core.path().to_string(),
                 requested: leases,
                 max: self.max,
             });
@@ -213,7 +216,7 @@ impl InterProcessSemaphore {
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire_many(&self, leases: u32) -> Result<LockGuard> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_forever(&marker).await
+        self.core.acquire_marked_forever(&marker).await
     }
 
     /// Takes `leases` leases only if they are free now (and nobody is queued ahead).
@@ -251,7 +254,7 @@ impl InterProcessSemaphore {
 
     /// What this handle's queue work has cost so far.
     pub fn stats(&self) -> QueueStats {
-        self.core.queue.counters.snapshot()
+        self.core.stats()
     }
 
     /// Resolves once background cleanups of this handle have finished.
@@ -259,7 +262,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.core.queue.janitor.settled().await
+        self.core.settled().await
     }
 }
 

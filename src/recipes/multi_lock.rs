@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
+use super::lock::Lock;
+use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::lock::Lock;
-use crate::mutex::InterProcessMutex;
 use crate::session::Session;
 
 /// Several locks taken as one, as Curator's `InterProcessMultiLock`: any mix of

@@ -1,6 +1,11 @@
 //! The crate's error type.
 
+mod connect;
+
 use std::time::Duration;
+
+pub(crate) use self::connect::classify;
+pub use self::connect::{ConnectFailure, Probe};
 
 /// Why a lock path was refused. See [`crate::LockPath::new`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -85,17 +90,17 @@ pub enum Error {
     /// (`probes`); the message names each address and what to check.
     #[error(
         "cannot connect to ZooKeeper at {connect:?}: {}",
-        crate::connect::describe(*.reason, .probes, *.waited, .source)
+        connect::describe(*.reason, .probes, *.waited, .source)
     )]
     Connect {
         /// The connect string.
         connect: String,
         /// Why: every address refused, one accepts but started no session, none answered, or a
         /// connect string the client cannot read.
-        reason: crate::ConnectFailure,
+        reason: ConnectFailure,
         /// What a plain TCP connection to each address of the connect string found, once the
         /// attempts had failed (empty for [`crate::ConnectFailure::BadConnectString`]).
-        probes: Vec<(std::net::SocketAddr, crate::Probe)>,
+        probes: Vec<(std::net::SocketAddr, Probe)>,
         /// How long connecting went on.
         waited: Duration,
         /// What the client reported last (`timeout` when the wait ran out).
@@ -192,9 +197,9 @@ pub enum Error {
         /// The first offending node.
         node: String,
         /// Our format.
-        ours: crate::NodeFormat,
+        ours: crate::format::NodeFormat,
         /// Theirs.
-        theirs: crate::NodeFormat,
+        theirs: crate::format::NodeFormat,
     },
 
     /// The path holds queue nodes of another kind of recipe (a leader latch's nodes on a mutex
@@ -244,7 +249,7 @@ pub enum Error {
         /// The recipe.
         recipe: &'static str,
         /// The format asked for.
-        format: crate::NodeFormat,
+        format: crate::format::NodeFormat,
     },
 
     /// A semaphore was asked for a lease count it can never grant (0, or above its maximum).

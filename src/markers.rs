@@ -1,0 +1,19 @@
+//! The names on the wire that say what a node is: each recipe's queue marker, and the data a
+//! revoker writes. Curator's names; kazoo's are derived by `naming`. This file imports nothing.
+
+/// The data a revoker writes into a holder's node (Curator's `RevocationSpec` value).
+pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
+
+/// A mutex's, a semaphore mutex's and a leader selector's nodes: `_c_<uuid>-lock-<seq>`.
+pub(crate) const LOCK: &str = "lock-";
+/// A leader latch's nodes: `_c_<uuid>-latch-<seq>`.
+pub(crate) const LATCH: &str = "latch-";
+/// A read/write lock's readers: `_c_<uuid>-__READ__<seq>`.
+pub(crate) const READ: &str = "__READ__";
+/// A read/write lock's writers: `_c_<uuid>-__WRIT__<seq>`.
+pub(crate) const WRITE: &str = "__WRIT__";
+/// A semaphore's leases: `_c_<uuid>-lease-<seq>`, or `_c_<uuid>-w<n>-lease-<seq>` for `n`.
+pub(crate) const LEASE: &str = "lease-";
+
+/// The index of [`WRITE`] among a read/write queue's markers (`[READ, WRITE]`).
+pub(crate) const WRITER: usize = 1;

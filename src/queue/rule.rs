@@ -1,0 +1,46 @@
+//! The admission rule: who in a queue may proceed, and whom a waiter watches. Pure: it sees the
+//! queue's parsed nodes in order and does no I/O. A recipe is a rule on the shared engine.
+
+use crate::naming::QueueNode;
+
+/// What a recipe's rule says about one contender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// It may proceed now.
+    Proceed,
+    /// It must wait until the node at index `on` is gone (or its data changes: then it looks
+    /// again). `then_proceed` is true when that node's deletion alone admits it (so no new
+    /// listing is needed).
+    Wait { on: usize, then_proceed: bool },
+    /// It must wait until any of the nodes at indexes `0..upto` is gone, then look again (a
+    /// semaphore's first waiter watches every holder, and wakes on whichever releases first).
+    WaitAny { upto: usize },
+}
+
+/// A recipe's rule for who may proceed.
+pub(crate) trait Admission: Send + Sync {
+    /// `queue` is in creation order; `me` is the contender's index in it.
+    fn decide(&self, queue: &[QueueNode], me: usize) -> Decision;
+
+    /// Whether a contender just admitted at index `me` must touch its node's data, to wake a
+    /// successor that watches it while waiting (a semaphore's waiters queue on the waiter ahead,
+    /// and only the first waiter watches the holders).
+    fn announce_admission(&self, _queue: &[QueueNode], _me: usize) -> bool {
+        false
+    }
+}
+
+/// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
+/// leader latch are `FirstN(1)`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FirstN(pub usize);
+
+impl Admission for FirstN {
+    fn decide(&self, _queue: &[QueueNode], me: usize) -> Decision {
+        if me < self.0 {
+            Decision::Proceed
+        } else {
+            Decision::Wait { on: me - self.0, then_proceed: me == self.0 }
+        }
+    }
+}
