@@ -15,9 +15,10 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::queue::{delete_quietly, retry, Entry, EntryParts, Janitor, OwnEvent, PendingEvent};
+use crate::queue::{delete_quietly, Entry, EntryParts, OwnEvent, PendingEvent};
 use crate::session::{Conn, ConnectionState, Listener, Registration, Session, SessionStatus};
 use crate::status::{LockStatus, LossPolicy};
+use crate::util::{on_connection_loss, Janitor};
 
 /// How long release keeps retrying a delete across connection losses before it hands the delete
 /// to the background and reports the connection loss.
@@ -270,7 +271,7 @@ impl Hold {
         // else deleted it.
         let mut first = Some(first);
         let mut attempts = 0;
-        let deleting = retry::on_connection_loss(|| {
+        let deleting = on_connection_loss(|| {
             attempts += 1;
             let resend: DeleteFuture = match first.take() {
                 Some(sent) => sent,
@@ -480,7 +481,7 @@ async fn watch_own(hold: std::sync::Weak<Hold>, mut own: PendingEvent, mut stop:
             // The data changed: a revocation request, or something else. Re-arm and look.
             OwnEvent::Changed => {
                 let client = hold.conn.client.clone();
-                match retry::on_connection_loss(|| client.get_and_watch_data(&hold.path)).await {
+                match on_connection_loss(|| client.get_and_watch_data(&hold.path)).await {
                     Ok((data, _, watcher)) => {
                         own = Box::pin(async move { watcher.changed().await.into() });
                         if data == REVOKE && hold.revocable && !hold.revoked.swap(true, Ordering::SeqCst) {

@@ -65,7 +65,7 @@ pub(super) fn describe(
     reason: ConnectFailure,
     probes: &[(SocketAddr, Probe)],
     waited: Duration,
-    source: &crate::ClientError,
+    source: &ZkError,
 ) -> String {
     use std::fmt::Write;
     if reason == ConnectFailure::BadConnectString {
@@ -88,7 +88,7 @@ pub(super) fn describe(
     if probes.is_empty() {
         out.push_str("no address to try");
     }
-    let _ = match source.as_zookeeper_client() {
+    let _ = match source {
         ZkError::Timeout | ZkError::ConnectionLoss => Ok(()),
         other => write!(out, " (the client's last error: {other})"),
     };

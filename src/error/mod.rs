@@ -90,7 +90,7 @@ pub enum Error {
     /// (`probes`); the message names each address and what to check.
     #[error(
         "cannot connect to ZooKeeper at {connect:?}: {}",
-        connect::describe(*.reason, .probes, *.waited, .source)
+        connect::describe(*.reason, .probes, *.waited, .source.as_zookeeper_client())
     )]
     Connect {
         /// The connect string.

@@ -72,7 +72,7 @@ impl SelectorOptions {
     }
 
     /// Curator's lock names (default) or kazoo's.
-    pub fn format(mut self, format: crate::NodeFormat) -> SelectorOptions {
+    pub fn format(mut self, format: crate::format::NodeFormat) -> SelectorOptions {
         self.lock = self.lock.format(format);
         self
     }

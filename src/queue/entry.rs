@@ -15,7 +15,7 @@ use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::Conn;
-use crate::util::{retry, Janitor};
+use crate::util::{on_connection_loss, Janitor};
 
 /// What the data watch on our own node reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,7 +176,7 @@ pub(crate) async fn find_ours(
     root: &LockPath,
     protection: &str,
 ) -> Result<Vec<(String, i64)>> {
-    let children = match retry::on_connection_loss(|| client.list_children(root.as_str())).await {
+    let children = match on_connection_loss(|| client.list_children(root.as_str())).await {
         Ok(children) => children,
         Err(ZkError::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(Error::from_zk("list", root.as_str(), e)),
@@ -185,7 +185,7 @@ pub(crate) async fn find_ours(
     let mut ours = Vec::new();
     for name in children.into_iter().filter(|c| c.starts_with(protection)) {
         let path = root.child(&name);
-        match retry::on_connection_loss(|| client.get_data(&path)).await {
+        match on_connection_loss(|| client.get_data(&path)).await {
             Ok((_, stat)) if stat.ephemeral_owner == session => ours.push((name, stat.czxid)),
             Ok((_, stat)) => {
                 tracing::warn!(node = %path, owner = format_args!("{:#x}", stat.ephemeral_owner),
@@ -200,11 +200,24 @@ pub(crate) async fn find_ours(
 
 /// Deletes `path`, retrying connection losses; a node already gone is fine.
 pub(crate) async fn delete_quietly(conn: &Conn, path: &str) {
-    match retry::on_connection_loss(|| conn.client.delete(path, None)).await {
+    match on_connection_loss(|| conn.client.delete(path, None)).await {
         Ok(()) | Err(ZkError::NoNode) => tracing::trace!(node = path, "deleted"),
         Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
     }
     conn.untrack(path);
+}
+
+/// The data watch on our own node: deletion by someone else, data changes (revocation).
+#[derive(Default)]
+pub(crate) struct OwnWatch {
+    /// The watch's event, still to come.
+    pub event: Option<PendingEvent>,
+    /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
+    /// off), or only keeps it until its delete consumes it (a waiter set it to be admitted on a
+    /// deletion alone).
+    pub follow: bool,
+    /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
+    pub check: Option<OwnCheck>,
 }
 
 /// Our node in a queue.
@@ -218,14 +231,8 @@ pub(crate) struct Entry {
     pub seq: i32,
     /// The creating transaction's zxid: the fencing token.
     pub czxid: i64,
-    /// The data watch on our own node: deletion by someone else, data changes (revocation).
-    pub own_event: Option<PendingEvent>,
-    /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
-    /// off), or only keeps it until its delete consumes it (a waiter set it to be admitted on a
-    /// deletion alone).
-    pub follow_own: bool,
-    /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
-    pub own_check: Option<OwnCheck>,
+    /// The data watch on our own node, and what it says.
+    pub own: OwnWatch,
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
     pub revoke_requested: bool,
@@ -246,9 +253,7 @@ impl Entry {
             name,
             seq,
             czxid,
-            own_event: None,
-            follow_own: false,
-            own_check: None,
+            own: OwnWatch::default(),
             revoke_requested: false,
             data: Vec::new(),
             janitor: janitor.clone(),
@@ -263,10 +268,10 @@ impl Entry {
     pub async fn watch_self(&mut self) -> Result<()> {
         // Taken before the request goes out (see `OwnCheck`).
         let state = self.conn.client.state_watcher();
-        match retry::on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
+        match on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
             Ok((data, _, watcher)) => {
-                self.own_event = Some(Box::pin(async move { watcher.changed().await.into() }));
-                self.own_check = Some(OwnCheck::answered(state));
+                self.own.event = Some(Box::pin(async move { watcher.changed().await.into() }));
+                self.own.check = Some(OwnCheck::answered(state));
                 if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }
@@ -295,7 +300,7 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let result = match retry::on_connection_loss(|| self.conn.client.delete(&self.path, None)).await {
+        let result = match on_connection_loss(|| self.conn.client.delete(&self.path, None)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -315,8 +320,8 @@ impl Entry {
             conn: self.conn.clone(),
             path: std::mem::take(&mut self.path),
             czxid: self.czxid,
-            own: self.own_event.take(),
-            follow_own: self.follow_own,
+            own: self.own.event.take(),
+            follow_own: self.own.follow,
             revoked: self.revoke_requested,
         }
     }
@@ -340,7 +345,7 @@ impl Drop for Entry {
         let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
-        let own = self.own_event.take();
+        let own = self.own.event.take();
         self.janitor.spawn("dropped entry", async move {
             delete_quietly(&conn, &path).await;
             drop(own);

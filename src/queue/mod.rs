@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::naming::{sort_queue, NameScheme, QueueNode};
 use crate::path::LockPath;
 use crate::session::{Conn, Session};
-pub(crate) use crate::util::{retry, Janitor};
+use crate::util::{on_connection_loss, Janitor};
 
 /// How many times a create is retried when its parent vanishes under it (an empty CONTAINER
 /// parent is reaped by the server) before we report the error.
@@ -192,7 +192,7 @@ impl Queue {
     /// Lists the root's children on `conn`'s session.
     pub async fn list_on(&self, conn: &Conn) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        match retry::on_connection_loss(|| conn.client.list_children(self.root.as_str())).await {
+        match on_connection_loss(|| conn.client.list_children(self.root.as_str())).await {
             Ok(children) => Ok(children),
             Err(ZkError::NoNode) => Ok(Vec::new()),
             Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
@@ -209,16 +209,16 @@ impl Queue {
         let options = self.parent_options();
         let root = self.root.as_str();
         let Some(data) = &self.root_data else {
-            return retry::on_connection_loss(|| conn.client.mkdir(root, &options))
+            return on_connection_loss(|| conn.client.mkdir(root, &options))
                 .await
                 .map_err(Error::zk("create parents", root));
         };
         if let Some(parent) = root.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) {
-            retry::on_connection_loss(|| conn.client.mkdir(parent, &options))
+            on_connection_loss(|| conn.client.mkdir(parent, &options))
                 .await
                 .map_err(Error::zk("create parents", root))?;
         }
-        match retry::on_connection_loss(|| conn.client.create(root, data, &options)).await {
+        match on_connection_loss(|| conn.client.create(root, data, &options)).await {
             Ok(_) | Err(ZkError::NodeExists) => Ok(()),
             Err(e) => Err(Error::from_zk("create", root, e)),
         }
@@ -249,13 +249,12 @@ impl Queue {
         let Some(want) = &self.root_data else { return Ok(Ok(())) };
         let root = self.root.as_str();
         loop {
-            let (data, stat) = match retry::on_connection_loss(|| conn.client.get_data(root)).await {
+            let (data, stat) = match on_connection_loss(|| conn.client.get_data(root)).await {
                 Ok(found) => found,
                 Err(e) => return Err(Error::from_zk("get", root, e)),
             };
             if data.is_empty() {
-                match retry::on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await
-                {
+                match on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await {
                     Ok(_) => return Ok(Ok(())),
                     Err(ZkError::BadVersion) => continue,
                     Err(e) => return Err(Error::from_zk("store root data", root, e)),
@@ -334,8 +333,8 @@ impl Queue {
                     if self.watch_own {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
                         let (event, check) = entry::watch_own_node(client, &entry.path);
-                        (entry.own_event, entry.own_check) = (Some(event), Some(check));
-                        entry.follow_own = true;
+                        (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                        entry.own.follow = true;
                     }
                     let children = match listing {
                         Some(listing) => match listing.await {
@@ -380,7 +379,7 @@ impl Queue {
                     pending.disarm();
                     if self.watch_own {
                         entry.watch_self().await?;
-                        entry.follow_own = true;
+                        entry.own.follow = true;
                     }
                     let children = self.list_on(conn).await?;
                     return Ok((entry, children));
@@ -448,10 +447,10 @@ impl Queue {
             // the queue's length (`tests/memory.rs`).
             drop(std::mem::take(&mut children));
             if let Decision::Wait { then_proceed: true, .. } = decision {
-                if entry.own_event.is_none() {
+                if entry.own.event.is_none() {
                     // Sent before the watch on the node ahead: see below.
                     let (event, check) = entry::watch_own_node(&entry.conn.client, &entry.path);
-                    (entry.own_event, entry.own_check) = (Some(event), Some(check));
+                    (entry.own.event, entry.own.check) = (Some(event), Some(check));
                 }
             }
             let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
@@ -461,10 +460,10 @@ impl Queue {
             // own node, set before the one on the node ahead, tells us without a request while
             // it vouches (see `OwnCheck`); else we read our node again.
             if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
-                match entry::fired(&mut entry.own_event) {
+                match entry::fired(&mut entry.own.event) {
                     Some(OwnEvent::Deleted) => return Err(entry.gone()),
                     Some(OwnEvent::Session(state)) => return Err(session_error(state)),
-                    None if entry.own_check.as_mut().is_some_and(|check| check.vouches()) => {
+                    None if entry.own.check.as_mut().is_some_and(|check| check.vouches()) => {
                         tracing::debug!("node ahead was the head: admitted without a request");
                     }
                     // The data changed (a revocation request?), the watch could not be set, or
@@ -492,7 +491,7 @@ impl Queue {
     ) -> Result<()> {
         if rule.announce_admission(queue, me) {
             let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
-            match retry::on_connection_loss(|| client.set_data(&path, &data, None)).await {
+            match on_connection_loss(|| client.set_data(&path, &data, None)).await {
                 Ok(_) => {}
                 Err(ZkError::NoNode) => return Err(Error::NodeDeleted { path }),
                 Err(e) => return Err(Error::from_zk("announce", &path, e)),
@@ -552,7 +551,7 @@ impl Queue {
             tokio::select! {
                 // Our own node first: when both have fired, its event came first (see `wait_turn`).
                 biased;
-                event = own_event(&mut entry.own_event) => match event {
+                event = own_event(&mut entry.own.event) => match event {
                     OwnEvent::Deleted => return Err(entry.gone()),
                     OwnEvent::Session(state) => return Err(session_error(state)),
                     OwnEvent::Changed => entry.watch_self().await?,

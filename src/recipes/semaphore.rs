@@ -130,7 +130,7 @@ impl InterProcessSemaphore {
         options: LockOptions,
     ) -> Result<InterProcessSemaphore> {
         let root = LockPath::new(path)?;
-        if options.format != crate::NodeFormat::Curator {
+        if options.format != crate::format::NodeFormat::Curator {
             return Err(Error::UnsupportedFormat { recipe: "semaphore", format: options.format });
         }
         if max_leases == 0 {

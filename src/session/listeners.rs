@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::{SessionStatus, Shared};
+use crate::status::SessionStatus;
 use crate::util::lock;
 
-/// Told of every state change of a session (see [`Shared::listen`]).
+/// Told of every state change of a session (see `Shared::listen`).
 pub(crate) trait Listener: Send + Sync {
     /// The session's status is now `status`. Called once at registration with the status then,
     /// and then on every change, from the session's task; it must not block.
@@ -16,14 +16,23 @@ pub(crate) trait Listener: Send + Sync {
 
 /// The listeners of one session.
 #[derive(Default)]
-pub(super) struct Listeners {
+pub(crate) struct Listeners {
     next: u64,
     by_id: HashMap<u64, Weak<dyn Listener>>,
 }
 
 impl Listeners {
+    /// Adds `listener` to `list` until the returned registration is dropped.
+    pub(crate) fn add(list: &Arc<Mutex<Listeners>>, listener: Weak<dyn Listener>) -> Registration {
+        let mut listeners = lock(list);
+        let id = listeners.next;
+        listeners.next += 1;
+        listeners.by_id.insert(id, listener);
+        Registration { id, list: Arc::downgrade(list) }
+    }
+
     /// The listeners still alive.
-    pub(super) fn alive(&self) -> Vec<Arc<dyn Listener>> {
+    pub(crate) fn alive(&self) -> Vec<Arc<dyn Listener>> {
         self.by_id.values().filter_map(Weak::upgrade).collect()
     }
 }
@@ -31,45 +40,13 @@ impl Listeners {
 /// A listener's place in a session's list; leaves it when dropped.
 pub(crate) struct Registration {
     id: u64,
-    shared: Weak<Shared>,
+    list: Weak<Mutex<Listeners>>,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        if let Some(shared) = self.shared.upgrade() {
-            lock(&shared.listeners).by_id.remove(&self.id);
+        if let Some(list) = self.list.upgrade() {
+            lock(&list).by_id.remove(&self.id);
         }
     }
 }
-
-impl Shared {
-    /// Tells `listener` of the status now and of every change until the registration is
-    /// dropped.
-    pub(crate) fn listen(self: &Arc<Self>, listener: Weak<dyn Listener>) -> Registration {
-        let id = {
-            let mut listeners = lock(&self.listeners);
-            let id = listeners.next;
-            listeners.next += 1;
-            listeners.by_id.insert(id, listener.clone());
-            id
-        };
-        // Read after joining the list: a change published meanwhile reaches the listener either
-        // here or from the session's task (telling twice is harmless: listeners are idempotent).
-        let now = *self.status.borrow();
-        if let Some(listener) = listener.upgrade() {
-            listener.session_changed(now);
-        }
-        Registration { id, shared: Arc::downgrade(self) }
-    }
-
-    /// Tells every listener of `status` (after it was published).
-    pub(super) fn tell_listeners(&self, status: SessionStatus) {
-        let alive = lock(&self.listeners).alive();
-        for listener in alive {
-            listener.session_changed(status);
-        }
-    }
-}
-
-/// A listener list, for [`Shared`].
-pub(super) type ListenerList = Mutex<Listeners>;

@@ -1,4 +1,4 @@
-//! The task behind a [`super::Session`]: it follows the raw client's states, keeps the last
+//! The task behind a [`crate::Session`]: it follows the raw client's states, keeps the last
 //! contact fresh, starts a new session after an expiry, and closes.
 
 use std::sync::Arc;
@@ -9,7 +9,8 @@ use tokio::task::JoinHandle;
 use zookeeper_client::{SessionState, StateWatcher};
 
 use super::connect::open_client;
-use super::{Conn, ConnectionState, Shared};
+use super::shared::{Conn, Shared};
+use crate::status::ConnectionState;
 use crate::util::lock;
 
 /// How one generation ended.
@@ -163,7 +164,7 @@ fn jitter(delay: Duration) -> Duration {
 /// client, and reports `Closed`.
 async fn finish_close(shared: &Arc<Shared>) {
     let conn = lock(&shared.current).take();
-    let generation = shared.status.borrow().generation;
+    let generation = shared.reports.status.borrow().generation;
     if let Some(conn) = conn {
         let nodes: Vec<String> = lock(&shared.nodes).drain().collect();
         if !nodes.is_empty() && conn.client.state() == SessionState::SyncConnected {

@@ -2,11 +2,12 @@
 //! and background cleanup that can be awaited. They import nothing from the crate but errors.
 
 mod janitor;
-pub(crate) mod retry;
+mod retry;
 
 use std::sync::{Mutex, MutexGuard};
 
 pub(crate) use self::janitor::Janitor;
+pub(crate) use self::retry::on_connection_loss;
 
 /// Locks `mutex`, going on with its data if a thread panicked while holding it: every mutex in
 /// this crate guards state that stays consistent between statements (a count, an `Option`

@@ -1,0 +1,320 @@
+//! [`Shared`]: what a session's handles, its supervisor and the recipes' connections share (the
+//! current client, the published state, the safe window's inputs, our live nodes, the
+//! listeners); and [`Conn`]: one generation's raw client, with the way back to its session.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{broadcast, watch};
+use zookeeper_client::Client;
+
+use super::connect::{server_addresses, ConnectOptions};
+use super::driver::{Driver, Job};
+use super::listeners::{Listener, Listeners, Registration};
+use super::nodelay;
+use super::parent_hint::ParentHint;
+use crate::error::{Error, Result};
+use crate::status::{ConnectionState, SessionStatus};
+use crate::util::lock;
+
+/// What the supervisor, the recipes' connections and the handles share.
+pub(crate) struct Shared {
+    pub(super) connect: String,
+    pub(super) options: ConnectOptions,
+    /// The current raw client and its generation; `None` while a new session is being started
+    /// and after close.
+    pub(super) current: Mutex<Option<Conn>>,
+    /// The state as published: the latest, and every change.
+    pub(super) reports: Reports,
+    /// `true` once closing: [`Shared::begin_close`] sets it, once.
+    pub(super) closing: watch::Sender<bool>,
+    /// Whether a scan for our connections found none (said once; see `Shared::nodelay`).
+    nodelay_missed: AtomicBool,
+    /// What the safe window is computed from.
+    pub(super) contact: Contact,
+    /// Our live ephemeral nodes (paths), deleted at once on close.
+    pub(super) nodes: Mutex<std::collections::HashSet<String>>,
+    /// Holds told of every state change (see [`Listener`]).
+    listeners: Arc<Mutex<Listeners>>,
+    /// Whether recent joins found their lock's parent missing.
+    pub(crate) parent_hint: ParentHint,
+    /// Drives what holds leave running (the watches on their nodes) on one task.
+    driver: Driver,
+    pub(super) supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// A session's state, published: [`crate::Session::states`] and [`crate::Session::events`].
+pub(super) struct Reports {
+    pub(super) status: watch::Sender<SessionStatus>,
+    pub(super) events: broadcast::Sender<SessionStatus>,
+}
+
+/// What the safe window is computed from: the latest answered request, and the negotiated
+/// timeout.
+pub(super) struct Contact {
+    /// The generation and send time of our latest answered request.
+    last: Mutex<(u64, Option<Instant>)>,
+    /// The same send time, as a channel (`None` between sessions).
+    pub(super) channel: watch::Sender<Option<Instant>>,
+    /// The negotiated timeout of the current generation, in milliseconds.
+    timeout_ms: AtomicU64,
+}
+
+impl Shared {
+    /// The shared state of a session about to connect to `connect`.
+    pub(super) fn new(connect: &str, options: &ConnectOptions) -> Arc<Shared> {
+        Arc::new(Shared {
+            connect: connect.to_string(),
+            options: options.clone(),
+            current: Mutex::new(None),
+            reports: Reports {
+                status: watch::channel(SessionStatus { state: ConnectionState::Connected, generation: 1 }).0,
+                events: broadcast::channel(64).0,
+            },
+            closing: watch::channel(false).0,
+            nodelay_missed: AtomicBool::new(false),
+            contact: Contact {
+                last: Mutex::new((1, None)),
+                channel: watch::channel(None).0,
+                timeout_ms: AtomicU64::new(0),
+            },
+            nodes: Mutex::default(),
+            listeners: Arc::default(),
+            parent_hint: ParentHint::default(),
+            driver: Driver::default(),
+            supervisor: Mutex::new(None),
+        })
+    }
+
+    /// Makes `client` the current one, as generation `generation`. Warns when the server granted
+    /// another session timeout than the one asked for (once, and again if a later session gets
+    /// yet another).
+    pub(super) fn install(self: &Arc<Self>, client: Client, generation: u64) -> Conn {
+        let negotiated = client.session_timeout();
+        let requested = self.options.session_timeout;
+        let before = self.contact.timeout_ms.swap(negotiated.as_millis() as u64, Ordering::SeqCst);
+        // ZooKeeper counts in whole milliseconds.
+        let sent = Duration::from_millis(requested.as_millis() as u64);
+        if negotiated != sent && negotiated.as_millis() as u64 != before {
+            tracing::warn!(
+                connect = %self.connect,
+                ?requested,
+                ?negotiated,
+                "the server bounded the session timeout asked for to its [minSessionTimeout, \
+                 maxSessionTimeout]: the session expires after the negotiated one \
+                 (Session::session_timeout)"
+            );
+        }
+        *lock(&self.contact.last) = (generation, None);
+        self.contact.channel.send_replace(None);
+        let conn = Conn::new(client, generation, self);
+        *lock(&self.current) = Some(conn.clone());
+        conn
+    }
+
+    /// Turns Nagle off on the connections to the session's servers (their hosts resolved
+    /// again: a server may have a new address since the session started), unless the options
+    /// say not to. The resolver and the scan of the process's descriptors run off the runtime.
+    pub(super) async fn nodelay(&self) {
+        if !self.options.tcp_nodelay {
+            return;
+        }
+        let connect = self.connect.clone();
+        let scan = tokio::task::spawn_blocking(move || nodelay::apply(&server_addresses(&connect)));
+        let sockets = scan.await.unwrap_or(0);
+        if sockets == 0 && nodelay::SUPPORTED && !self.nodelay_missed.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                connect = %self.connect,
+                "found no connection to the session's servers to turn Nagle's algorithm off on: \
+                 requests sent back to back may go a round trip apart (said once per session)"
+            );
+        } else {
+            tracing::debug!(sockets, "TCP_NODELAY on the connections to the session's servers");
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        *self.closing.borrow()
+    }
+
+    /// Resolves once the session is closing or closed ([`crate::Session::close`], or every handle
+    /// dropped).
+    pub(crate) fn closing(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closing = self.closing.subscribe();
+        async move {
+            // The sender lives as long as `Shared`; should it go, the session is gone too.
+            let _ = closing.wait_for(|closing| *closing).await;
+        }
+    }
+
+    /// Runs `job` to its end on the session's one task for such jobs (see [`Job`]).
+    pub(crate) fn drive(&self, job: Job) {
+        self.driver.drive(job);
+    }
+
+    /// The current connection.
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] after close; [`Error::SessionExpired`] between sessions.
+    pub(crate) fn conn(&self) -> Result<Conn> {
+        if self.is_closed() {
+            return Err(Error::SessionClosed);
+        }
+        lock(&self.current).clone().ok_or(Error::SessionExpired)
+    }
+
+    /// Waits for a current connection (suspended ones included: their requests wait for the
+    /// reconnection, or fail with the expiry).
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] once closed.
+    pub(crate) async fn wait_conn(&self) -> Result<Conn> {
+        let mut states = self.reports.status.subscribe();
+        loop {
+            match self.conn() {
+                // An expired client not yet replaced: wait for the supervisor to see it.
+                Ok(conn) if conn.client.state().is_terminated() => {}
+                Ok(conn) => return Ok(conn),
+                Err(Error::SessionExpired) => {}
+                Err(e) => return Err(e),
+            }
+            if states.changed().await.is_err() {
+                return Err(Error::SessionClosed);
+            }
+        }
+    }
+
+    pub(crate) fn session_timeout(&self) -> Duration {
+        match self.contact.timeout_ms.load(Ordering::SeqCst) {
+            0 => self.options.session_timeout,
+            ms => Duration::from_millis(ms),
+        }
+    }
+
+    /// Records that a request of `generation` sent at `sent` was answered.
+    pub(crate) fn note_contact(&self, generation: u64, sent: Instant) {
+        let mut contact = lock(&self.contact.last);
+        if contact.0 == generation && contact.1.is_none_or(|last| last < sent) {
+            contact.1 = Some(sent);
+            self.contact.channel.send_replace(Some(sent));
+        }
+    }
+
+    pub(crate) fn last_contact(&self, generation: u64) -> Option<Instant> {
+        let contact = lock(&self.contact.last);
+        (contact.0 == generation && !self.is_closed()).then_some(contact.1).flatten()
+    }
+
+    /// See [`crate::Session::safe_until`]; `None` unless `generation` is the current session.
+    pub(crate) fn safe_until(&self, generation: u64) -> Option<Instant> {
+        if lock(&self.current).as_ref().is_none_or(|c| c.generation != generation) {
+            return None;
+        }
+        self.last_contact(generation).map(|t| t + self.session_timeout())
+    }
+
+    pub(crate) fn track(&self, path: &str) {
+        lock(&self.nodes).insert(path.to_string());
+    }
+
+    pub(crate) fn untrack(&self, path: &str) {
+        lock(&self.nodes).remove(path);
+    }
+
+    /// Publishes a state change (to the channel, the event stream and the listeners).
+    pub(super) fn publish(&self, state: ConnectionState, generation: u64) {
+        let status = SessionStatus { state, generation };
+        tracing::info!(connect = %self.connect, ?state, generation, "session state");
+        crate::metrics::session(state, generation);
+        self.reports.status.send_replace(status);
+        self.tell_listeners(status);
+        let _ = self.reports.events.send(status);
+    }
+
+    pub(super) fn begin_close(&self) {
+        self.closing.send_if_modified(|closing| !std::mem::replace(closing, true));
+    }
+
+    /// Tells `listener` of the status now and of every change until the registration is
+    /// dropped.
+    pub(crate) fn listen(&self, listener: Weak<dyn Listener>) -> Registration {
+        let registration = Listeners::add(&self.listeners, listener.clone());
+        // Read after joining the list: a change published meanwhile reaches the listener either
+        // here or from the session's task (telling twice is harmless: listeners are idempotent).
+        let now = *self.reports.status.borrow();
+        if let Some(listener) = listener.upgrade() {
+            listener.session_changed(now);
+        }
+        registration
+    }
+
+    /// Tells every listener of `status` (after it was published).
+    fn tell_listeners(&self, status: SessionStatus) {
+        let alive = lock(&self.listeners).alive();
+        for listener in alive {
+            listener.session_changed(status);
+        }
+    }
+}
+
+/// The raw client of one session generation, with a way back to its [`crate::Session`] for the
+/// bookkeeping that outlives a request: live nodes (deleted on close) and the last contact (the
+/// safe window). A hold keeps the `Conn` it was taken on, so that nothing it does can touch a
+/// later session's nodes.
+#[derive(Clone)]
+pub(crate) struct Conn {
+    pub client: Arc<Client>,
+    pub generation: u64,
+    shared: Weak<Shared>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("session", &format_args!("{:#x}", self.client.session_id().0))
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl Conn {
+    fn new(client: Client, generation: u64, shared: &Arc<Shared>) -> Conn {
+        Conn { client: Arc::new(client), generation, shared: Arc::downgrade(shared) }
+    }
+
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.shared.upgrade()
+    }
+
+    /// Our node at `path` exists (until [`Conn::untrack`]).
+    pub fn track(&self, path: &str) {
+        if let Some(shared) = self.shared() {
+            shared.track(path);
+        }
+    }
+
+    /// Our node at `path` is gone.
+    pub fn untrack(&self, path: &str) {
+        if let Some(shared) = self.shared() {
+            shared.untrack(path);
+        }
+    }
+
+    /// A request of this generation sent at `sent` got an answer.
+    pub fn note_contact(&self, sent: Instant) {
+        if let Some(shared) = self.shared() {
+            shared.note_contact(self.generation, sent);
+        }
+    }
+
+    /// The safe window of this generation: `None` once it is not the current session.
+    pub fn safe_until(&self) -> Option<Instant> {
+        self.shared()?.safe_until(self.generation)
+    }
+
+    /// Whether the session this connection belongs to was closed.
+    pub fn session_closed(&self) -> bool {
+        self.shared().is_none_or(|s| s.is_closed())
+    }
+}
