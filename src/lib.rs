@@ -63,11 +63,13 @@
 //!
 //! # More
 //!
-//! The README covers the quick start, "Sessions and failures" (what every recipe does in each
-//! connection state), "Safety under faults", interop with Curator and kazoo, the `zklock`
-//! command-line tool, security (ACLs, TLS), metrics and the benchmarks. Metrics go through the
-//! [`metrics`](https://docs.rs/metrics) facade (names and labels: see the README's Metrics
-//! section); tracing spans carry the path, node, fencing token and session generation.
+//! The README covers the quick start, a short tour and the headline figures; the
+//! repository's `docs/` pages cover the rest: `sessions.md` (what every recipe does in each
+//! connection state), `recipes.md`, `safety.md` (the safety model and safety under faults),
+//! `interop.md` (beside Curator and kazoo), `zklock.md` (the command-line tool), `security.md`
+//! (ACLs, TLS), `metrics.md`, `performance.md` (the benchmarks) and `testing.md`. Metrics go
+//! through the [`metrics`](https://docs.rs/metrics) facade (names and labels: see
+//! `docs/metrics.md`); tracing spans carry the path, node, fencing token and session generation.
 //!
 //! The raw `zookeeper_client` crate is re-exported for the one escape hatch,
 //! [`Session::client`], and for the types it shares with the recipes (ACLs, create options):
@@ -121,3 +123,18 @@ pub use zookeeper_client;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/sessions.md`, compiled as doctests.
+#[doc = include_str!("../docs/sessions.md")]
+#[cfg(doctest)]
+pub struct DocsSessionsDoctests;
+
+/// The examples of `docs/recipes.md`, compiled as doctests.
+#[doc = include_str!("../docs/recipes.md")]
+#[cfg(doctest)]
+pub struct DocsRecipesDoctests;
+
+/// The examples of `docs/security.md`, compiled as doctests.
+#[doc = include_str!("../docs/security.md")]
+#[cfg(doctest)]
+pub struct DocsSecurityDoctests;
