@@ -46,7 +46,7 @@ where
     overlap
 }
 
-/// Claim (README, mutex docs): two `acquire` calls on one handle, or its clones, from
+/// Claim (README, docs/recipes.md, mutex docs): two `acquire` calls on one handle, or its clones, from
 /// different tasks exclude each other; many tasks on one handle cost one node at a time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_sharing_one_mutex_handle_exclude_each_other() {
@@ -491,7 +491,7 @@ impl Queue {
     }
 }
 
-/// Claim (README "How it works"): the watch on a waiter's own node vouches for the node only
+/// Claim (docs/how-it-works.md): the watch on a waiter's own node vouches for the node only
 /// while the connection it was set on lasts. After a reconnection the client sets its watches
 /// again in an order of its own, and the server reports nodes deleted meanwhile in that order,
 /// so the waiter reads its node again before it enters: once when nothing was deleted (it holds,
@@ -540,7 +540,7 @@ async fn after_a_reconnection_a_woken_waiter_reads_its_node_again() {
     }
 }
 
-/// Claim (README "Packets per handoff"): a waiter whose predecessor was not the head when it
+/// Claim (docs/performance.md, "Packets per handoff"): a waiter whose predecessor was not the head when it
 /// listed does not take that predecessor's deletion as its turn: the predecessor may have given
 /// up while a holder is still ahead. It lists again and waits for the holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -601,7 +601,7 @@ async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
     }
 }
 
-/// Claim (README "How it works", and why a woken waiter lists once): a waiter whose node was
+/// Claim (docs/how-it-works.md, and why a woken waiter lists once): a waiter whose node was
 /// deleted from outside while it queued is told so (`NodeDeleted`) when its turn seems to come,
 /// instead of entering beside the waiter that queued behind it. Without a look at its own node
 /// (a watch on it set while queued, a listing, or an `exists`), both would hold.

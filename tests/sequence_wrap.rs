@@ -96,14 +96,14 @@ async fn check(format: NodeFormat) {
     }
 }
 
-/// Backs the README claim: on a path shared with Curator, we order exactly as Curator does, and
+/// Backs the claim of docs/interop.md: on a path shared with Curator, we order exactly as Curator does, and
 /// refuse where a wrapped counter makes that order differ from creation order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curator_format_agrees_with_curator_or_refuses() {
     check(NodeFormat::Curator).await;
 }
 
-/// Backs the README claim for kazoo, which does not even see `-000000005`-style nodes.
+/// Backs the claim of docs/interop.md for kazoo, which does not even see `-000000005`-style nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_format_agrees_with_kazoo_or_refuses() {
     check(NodeFormat::Kazoo).await;
