@@ -128,7 +128,7 @@ impl LockGuard {
     /// Keeps `other` held until this hold is released (a downgrade keeps its write hold).
     pub(crate) fn keep_until_released(&self, other: LockGuard) {
         if let Some(hold) = self.holds().first() {
-            hold.keep(other);
+            hold.keep(Box::new(other));
         }
     }
 
@@ -214,7 +214,7 @@ impl LockGuard {
         let Some((first, rest)) = holds.split_first() else {
             return Err(Error::LockLost { path: String::new() });
         };
-        let mut writer = first.fenced_writer()?;
+        let mut writer = FencedWriter::of(first)?;
         for hold in rest {
             if !hold.same_session(first) {
                 return Err(Error::LockLost { path: hold.root().to_string() });
@@ -300,8 +300,16 @@ struct Op {
 }
 
 impl<'a> FencedWriter<'a> {
-    pub(crate) fn new(writer: CheckWriter<'a>, lock: &'a str) -> FencedWriter<'a> {
-        FencedWriter { writer, lock, ops: Vec::new() }
+    /// A fenced write that checks `hold`'s node (see [`LockGuard::fenced_writer`]).
+    ///
+    /// # Errors
+    /// [`Error::ZooKeeper`] if the client refuses the node path (it never does for a valid lock).
+    pub(crate) fn of(hold: &'a Hold) -> Result<FencedWriter<'a>> {
+        let writer = hold
+            .client()
+            .new_check_writer(hold.path(), None)
+            .map_err(Error::zk("fenced write", hold.path()))?;
+        Ok(FencedWriter { writer, lock: hold.root().as_str(), ops: Vec::new() })
     }
 
     fn added(

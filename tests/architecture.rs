@@ -30,8 +30,11 @@ const LAYERS: &[&[&str]] = &[
 /// The most fields a struct may keep.
 const MAX_FIELDS: usize = 12;
 
+/// The tree checked: this repository, or another checkout named by `ZK_RECIPES_TREE` (to see
+/// what an older tree looked like).
 fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    std::env::var_os("ZK_RECIPES_TREE")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 /// Every `.rs` file under `src/`, by module path (`session::conn`; the root is empty).

@@ -135,7 +135,7 @@ impl LeadershipContext {
     /// # Errors
     /// As [`crate::LockGuard::fenced_writer`].
     pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
-        self.hold.fenced_writer()
+        FencedWriter::of(&self.hold)
     }
 
     /// As [`crate::LockGuard::safe_until`]: before this instant nobody else can lead. `None`

@@ -1,0 +1,12 @@
+//! [`Node`]: which node a hold holds, fixed for the hold's life.
+
+use crate::path::LockPath;
+use crate::session::Conn;
+
+/// Which node we hold: fixed for the hold's life.
+pub(super) struct Node {
+    pub(super) conn: Conn,
+    pub(super) root: LockPath,
+    pub(super) path: String,
+    pub(super) czxid: i64,
+}

@@ -1,0 +1,197 @@
+//! The release of a hold: the delete of our node once the last hold goes.
+//!
+//! The delete is sent at once ([`Hold::send_delete`]: any later request of the session, the next
+//! acquire's create say, is ordered after it) and awaited apart ([`Hold::finish_delete`]),
+//! retried across connection losses for at most [`release_patience`].
+//!
+//! Invariants:
+//! * The monitor hears that the release began before the release reads the status: a loss it
+//!   finds is reported as `LockLost`, not counted as a loss.
+//! * A delete, once sent, is always seen through: awaited in place, or (when the caller is
+//!   cancelled, drops a [`PendingRelease`], or runs out of patience) in the background on the
+//!   janitor. Cancelled mid-wait, [`ResumeOnDrop`] sends it again (a delete of a node we may
+//!   have deleted already is harmless: its `NoNode` is ignored).
+//! * The own-node watch and the listener registration are let go only after the delete is done
+//!   (`forget_node`), so that our delete consumes the watch.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use zookeeper_client::{Client, Error as ZkError};
+
+use super::held::Hold;
+use crate::error::{Error, Result};
+use crate::queue::delete_quietly;
+use crate::status::LockStatus;
+use crate::util::on_connection_loss;
+
+/// How long release keeps retrying a delete across connection losses before it hands the delete
+/// to the background and reports the connection loss.
+fn release_patience(client: &Client) -> Duration {
+    client.session_timeout().max(Duration::from_secs(1))
+}
+
+/// A delete of a held node as the client returns it (sent already).
+type DeleteFuture = Pin<Box<dyn Future<Output = std::result::Result<(), ZkError>> + Send>>;
+
+/// A delete sent by [`Hold::send_delete`], to be awaited by [`Hold::finish_delete`].
+pub(crate) struct SentDelete {
+    was_lost: bool,
+    first: DeleteFuture,
+}
+
+impl Hold {
+    /// Sends the delete of our node now: any later request of this session (the next acquire's
+    /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`].
+    pub fn send_delete(self: &Arc<Self>) -> SentDelete {
+        self.monitor.begin_release();
+        SentDelete {
+            was_lost: self.current_status() == LockStatus::Lost,
+            first: Box::pin(self.client().delete(self.path(), None)),
+        }
+    }
+
+    /// Awaits the delete sent by [`Hold::send_delete`], retrying it across connection losses.
+    ///
+    /// Local state is already consistent when this runs (the count is 0, so the handle takes no
+    /// more reentrant holds on it): a failure here never blocks a later acquire. On a
+    /// connection loss that outlasts [`release_patience`], the delete goes on in the background
+    /// and the caller hears `ConnectionLoss`.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
+    /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
+    pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
+        let SentDelete { was_lost, first } = sent;
+        let (conn, path) = (&self.node.conn, self.path());
+        // A delete retried after a connection loss may meet `NoNode` because its first attempt
+        // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
+        // else deleted it.
+        let mut first = Some(first);
+        let mut attempts = 0;
+        let deleting = on_connection_loss(|| {
+            attempts += 1;
+            let resend: DeleteFuture = match first.take() {
+                Some(sent) => sent,
+                None => Box::pin(conn.client.delete(path, None)),
+            };
+            resend
+        });
+        let outcome = tokio::time::timeout(release_patience(&conn.client), deleting).await;
+        if matches!(
+            outcome,
+            Ok(Ok(()) | Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::ClientClosed))
+        ) {
+            conn.untrack(path);
+        }
+        let retried = attempts > 1;
+        let result = match outcome {
+            Ok(Ok(())) if !was_lost => Ok(()),
+            Ok(Err(ZkError::NoNode)) if retried && !was_lost => Ok(()),
+            Ok(Ok(())) | Ok(Err(ZkError::NoNode | ZkError::SessionExpired | ZkError::ClientClosed)) => {
+                self.monitor.release_found_lost();
+                Err(Error::LockLost { path: self.root().to_string() })
+            }
+            Ok(Err(e)) => Err(Error::from_zk("delete", path, e)),
+            Err(_) => {
+                let (conn, path, hold) = (conn.clone(), path.to_string(), self.clone());
+                self.janitor.spawn("release after connection loss", async move {
+                    delete_quietly(&conn, &path).await;
+                    hold.forget_node();
+                });
+                return Err(Error::ConnectionLoss { op: "delete", path: self.path().to_string() });
+            }
+        };
+        self.forget_node();
+        result
+    }
+
+    /// After our node's delete: stops following it, and leaves the session's listeners.
+    fn forget_node(&self) {
+        self.monitor.detach();
+    }
+
+    /// Releases one hold in the background (a guard dropped without `release()`). The delete
+    /// is sent before this returns, so the session's next request is ordered after it.
+    pub fn release_in_background(self: &Arc<Self>) {
+        if self.release_one() {
+            PendingRelease::new(self.clone()).detach("dropped guard");
+        }
+    }
+}
+
+/// A release under way: the delete is sent at creation; if this is dropped before
+/// [`PendingRelease::finish`] completes, the rest goes on in the background (tracked by the
+/// janitor). No task is spawned when it completes in place.
+pub(crate) struct PendingRelease {
+    hold: Arc<Hold>,
+    sent: Option<SentDelete>,
+}
+
+impl PendingRelease {
+    /// Sends the delete of `hold`'s node.
+    pub fn new(hold: Arc<Hold>) -> PendingRelease {
+        let sent = hold.send_delete();
+        PendingRelease { hold, sent: Some(sent) }
+    }
+
+    /// Awaits the delete.
+    ///
+    /// # Errors
+    /// As [`Hold::finish_delete`].
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropped before completion, the delete completes in the background.
+    pub async fn finish(mut self) -> Result<()> {
+        let Some(sent) = self.sent.take() else { return Ok(()) };
+        let hold = self.hold.clone();
+        let mut resume = ResumeOnDrop { hold: Some(hold.clone()) };
+        let result = hold.finish_delete(sent).await;
+        resume.hold = None;
+        result
+    }
+
+    /// Leaves the delete to the background.
+    pub fn detach(mut self, what: &'static str) {
+        if let Some(sent) = self.sent.take() {
+            spawn_finish(self.hold.clone(), sent, what);
+        }
+    }
+}
+
+impl Drop for PendingRelease {
+    fn drop(&mut self) {
+        if let Some(sent) = self.sent.take() {
+            spawn_finish(self.hold.clone(), sent, "release");
+        }
+    }
+}
+
+/// While a release's delete is awaited in place: if dropped first (the caller was cancelled),
+/// the delete is sent again in the background (a delete of a node we may have deleted already
+/// is harmless: its `NoNode` is ignored).
+struct ResumeOnDrop {
+    hold: Option<Arc<Hold>>,
+}
+
+impl Drop for ResumeOnDrop {
+    fn drop(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            let (conn, path) = (hold.node.conn.clone(), hold.path().to_string());
+            hold.janitor.clone().spawn("cancelled release", async move {
+                delete_quietly(&conn, &path).await;
+                hold.forget_node();
+            });
+        }
+    }
+}
+
+fn spawn_finish(hold: Arc<Hold>, sent: SentDelete, what: &'static str) {
+    hold.janitor.clone().spawn(what, async move {
+        if let Err(e) = hold.finish_delete(sent).await {
+            tracing::debug!(node = %hold.path(), error = %e, "background release");
+        }
+    });
+}
