@@ -162,8 +162,9 @@ fn is_ident(c: Option<&char>) -> bool {
     c.is_some_and(|c| c.is_alphanumeric() || *c == '_')
 }
 
-/// The paths in `code` that start with `crate`, `super` or `self`, each as its segments; a group
-/// (`a::{b, c::d}`) gives one path per item, with the item's first segment.
+/// The paths in `code` (`a::b`, `crate::a`, `super::a::{b, c}`), each as its segments; a group
+/// (`a::{b, c::d}`) gives one path per item, with the item's first segment. Which of them reach
+/// our modules is for [`resolve`] to say.
 fn paths_in(code: &str) -> Vec<Vec<String>> {
     let chars: Vec<char> = code.chars().collect();
     let mut found = Vec::new();
@@ -176,8 +177,8 @@ fn paths_in(code: &str) -> Vec<Vec<String>> {
             i += 1;
             continue;
         }
-        let (word, after) = ident_at(&chars, i);
-        if !matches!(word.as_str(), "crate" | "super" | "self") || !starts_path(&chars, after) {
+        let (_, after) = ident_at(&chars, i);
+        if !starts_path(&chars, after) {
             i = after.max(i + 1);
             continue;
         }
@@ -279,7 +280,16 @@ fn resolve(
                 rest = &rest[1..];
             }
         }
-        _ => return None,
+        // A path from one of this module's children (`use latch::X` in a `mod.rs`), or from
+        // anything else (`std::`, a crate, a type): only the first is ours.
+        Some(first) => {
+            let mut child = base.clone();
+            child.push(first.to_string());
+            if !known.contains_key(&child.join("::")) {
+                return None;
+            }
+        }
+        None => return None,
     }
     let mut module = base;
     for segment in rest {
@@ -450,4 +460,10 @@ fn the_reader_finds_paths_in_code_only() {
     );
     let paths: Vec<String> = paths_in(&code).iter().map(|p| p.join("::")).collect();
     assert_eq!(paths, ["crate::a::b", "crate::a::c", "crate::a", "super::e::f"]);
+    // A child module's path counts; anything else's (`std::`) does not.
+    let known: BTreeMap<String, PathBuf> =
+        ["leader", "leader::latch"].iter().map(|m| (m.to_string(), PathBuf::new())).collect();
+    let child = vec!["latch".to_string(), "LeaderLatch".to_string()];
+    assert_eq!(resolve(&child, "leader", true, &known).as_deref(), Some("leader::latch"));
+    assert_eq!(resolve(&["std".into(), "sync".into()], "leader", true, &known), None);
 }

@@ -23,7 +23,6 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use super::held::Hold;
 use crate::error::{Error, Result};
-use crate::queue::delete_quietly;
 use crate::status::LockStatus;
 use crate::util::on_connection_loss;
 
@@ -98,7 +97,7 @@ impl Hold {
             Err(_) => {
                 let (conn, path, hold) = (conn.clone(), path.to_string(), self.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    delete_quietly(&conn, &path).await;
+                    conn.delete_quietly(&path).await;
                     hold.forget_node();
                 });
                 return Err(Error::ConnectionLoss { op: "delete", path: self.path().to_string() });
@@ -181,7 +180,7 @@ impl Drop for ResumeOnDrop {
         if let Some(hold) = self.hold.take() {
             let (conn, path) = (hold.node.conn.clone(), hold.path().to_string());
             hold.janitor.clone().spawn("cancelled release", async move {
-                delete_quietly(&conn, &path).await;
+                conn.delete_quietly(&path).await;
                 hold.forget_node();
             });
         }

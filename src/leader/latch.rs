@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
-use super::lifecycle::Lifecycle;
-use super::Leadership;
+use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
 use crate::format::NodeFormat;
 use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, Participant};

@@ -7,7 +7,6 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::Leadership;
 use crate::error::{Error, Result};
 
 enum Phase {
@@ -144,6 +143,34 @@ impl Lifecycle {
         match tokio::time::timeout(timeout, self.await_leadership()).await {
             Ok(token) => token.map(Some),
             Err(_) => Ok(None),
+        }
+    }
+}
+
+/// Whether we lead, and with which fencing token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Leadership {
+    /// We lead. The token is the `czxid` of our node: strictly greater than any earlier leader's.
+    Leader {
+        /// The fencing token of this term.
+        fencing_token: u64,
+    },
+    /// We don't lead (yet, or any more).
+    NotLeader,
+}
+
+impl Leadership {
+    /// Whether this is [`Leadership::Leader`].
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Leadership::Leader { .. })
+    }
+
+    /// The fencing token while leading.
+    pub fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Leadership::Leader { fencing_token } => Some(*fencing_token),
+            Leadership::NotLeader => None,
         }
     }
 }

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{broadcast, oneshot, watch, Notify};
 
-use super::lifecycle::Lifecycle;
-use super::Leadership;
+use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
 use crate::guard::FencedWriter;
 use crate::hold::Hold;

@@ -160,7 +160,7 @@ impl Drop for PendingCreate {
             match find_ours(&conn.client, &root, &protection).await {
                 Ok(found) => {
                     for (name, _) in found {
-                        delete_quietly(&conn, &root.child(&name)).await;
+                        conn.delete_quietly(&root.child(&name)).await;
                     }
                 }
                 Err(e) => tracing::debug!(error = %e, %root, "cleanup after a cancelled create"),
@@ -196,15 +196,6 @@ pub(crate) async fn find_ours(
         }
     }
     Ok(ours)
-}
-
-/// Deletes `path`, retrying connection losses; a node already gone is fine.
-pub(crate) async fn delete_quietly(conn: &Conn, path: &str) {
-    match on_connection_loss(|| conn.client.delete(path, None)).await {
-        Ok(()) | Err(ZkError::NoNode) => tracing::trace!(node = path, "deleted"),
-        Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
-    }
-    conn.untrack(path);
 }
 
 /// The data watch on our own node: deletion by someone else, data changes (revocation).
@@ -347,7 +338,7 @@ impl Drop for Entry {
         // rather than removed by a separate request.
         let own = self.own.event.take();
         self.janitor.spawn("dropped entry", async move {
-            delete_quietly(&conn, &path).await;
+            conn.delete_quietly(&path).await;
             drop(own);
         });
     }

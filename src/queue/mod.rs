@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
-pub(crate) use self::entry::{delete_quietly, Entry, EntryParts, OwnEvent, PendingCreate, PendingEvent};
+pub(crate) use self::entry::{Entry, EntryParts, OwnEvent, PendingCreate, PendingEvent};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
@@ -369,7 +369,7 @@ impl Queue {
                     }
                     // More than one can only come from a create that landed late: keep the first.
                     for (extra, _) in found.drain(1..) {
-                        delete_quietly(conn, &self.root.child(&extra)).await;
+                        conn.delete_quietly(&self.root.child(&extra)).await;
                     }
                     let (name, czxid) = found.remove(0);
                     let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();

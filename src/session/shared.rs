@@ -313,6 +313,16 @@ impl Conn {
         self.shared()?.safe_until(self.generation)
     }
 
+    /// Deletes our node at `path`, retrying connection losses; a node already gone is fine, and
+    /// one that can't be deleted goes with the session (logged). Untracked either way.
+    pub async fn delete_quietly(&self, path: &str) {
+        match crate::util::on_connection_loss(|| self.client.delete(path, None)).await {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => tracing::trace!(node = path, "deleted"),
+            Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
+        }
+        self.untrack(path);
+    }
+
     /// Whether the session this connection belongs to was closed.
     pub fn session_closed(&self) -> bool {
         self.shared().is_none_or(|s| s.is_closed())
