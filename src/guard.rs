@@ -224,8 +224,10 @@ impl LockGuard {
         Ok(writer)
     }
 
-    pub(crate) fn hold(&self) -> &Arc<Hold> {
-        self.holds()[0]
+    /// A view of this hold that does not own it: what a leader's task may use (fenced writes,
+    /// the safe window) while the selector keeps the guard.
+    pub(crate) fn view(&self) -> HoldView {
+        HoldView(self.holds()[0].clone())
     }
 
     /// Releases this hold; the node is deleted when it is the last hold on it. A multi-lock
@@ -256,6 +258,22 @@ impl LockGuard {
                 first_error.map_or(Ok(()), Err)
             }
         }
+    }
+}
+
+/// A view of a hold that neither owns nor releases it (see [`LockGuard::view`]).
+#[derive(Clone)]
+pub(crate) struct HoldView(Arc<Hold>);
+
+impl HoldView {
+    /// As [`LockGuard::fenced_writer`].
+    pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
+        FencedWriter::of(&self.0)
+    }
+
+    /// As [`LockGuard::safe_until`].
+    pub fn safe_until(&self) -> Option<std::time::Instant> {
+        self.0.safe_until()
     }
 }
 

@@ -55,15 +55,14 @@ pub(crate) struct LockSpec {
 }
 
 impl LockSpec {
-    /// A lock of one holder at a time on `marker`'s queue: a local turn per handle, and
-    /// reentrant through the guard when `reentrant`.
-    pub fn exclusive(recipe: &'static str, marker: &'static str, reentrant: bool) -> LockSpec {
+    /// A lock of one holder at a time on a queue of `lock-` nodes (a mutex, a semaphore mutex,
+    /// a leader selector): a local turn per handle, reentrant through the guard when
+    /// `reentrant`.
+    pub fn exclusive(recipe: &'static str, reentrant: bool) -> LockSpec {
+        let marker = crate::markers::LOCK;
         LockSpec {
             recipe,
-            scheme: NameScheme::curator(match marker {
-                crate::markers::LATCH => &[crate::markers::LATCH],
-                _ => &[crate::markers::LOCK],
-            }),
+            scheme: NameScheme::curator(&[crate::markers::LOCK]),
             marker,
             rule: Arc::new(FirstN(1)),
             reentrant,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::within;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use zk_recipes::{InterProcessMutex, LockOptions, LockStatus};
+use zk_recipes::{InterProcessMutex, LeaderLatch, LockOptions, LockStatus};
 
 type Key = (String, Vec<(String, String)>);
 
@@ -59,7 +59,7 @@ async fn metrics_count_the_work_done() {
     let zk = common::standalone().await;
     let session = common::session(&zk.connect_string()).await;
     let admin = common::client(&zk.connect_string()).await;
-    // Revocable: the holder watches its node, so an operator's delete shows as a lost hold.
+    // Every holder watches its node, so an operator's delete shows as a lost hold.
     let options = || LockOptions::new().metrics_role("orders").revocable(true);
     let ours = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
     let other = InterProcessMutex::with_options(&session, "/m/order-1", options()).unwrap();
@@ -81,7 +81,21 @@ async fn metrics_count_the_work_done() {
     drop(held);
     other.settled().await;
 
+    // A leader latch acquires through the same engine: its term is an acquisition and a hold.
+    let latch = LeaderLatch::with_options(
+        &session,
+        "/m/leader",
+        zk_recipes::LatchOptions::new().participant_id("l").metrics_role("jobs"),
+    )
+    .unwrap();
+    latch.start().unwrap();
+    within("the latch leads", latch.await_leadership()).await.unwrap();
+    latch.close().await;
+
     let snap = snapshot(&snapshotter);
+    let latch_labels = [("recipe", "leader-latch"), ("role", "jobs"), ("outcome", "acquired")];
+    assert_eq!(counter(&snap, "zk_recipes_acquires_total", &latch_labels), 1, "{snap:#?}");
+    assert_eq!(samples(&snap, "zk_recipes_hold_seconds", &[("recipe", "leader-latch"), ("role", "jobs")]), 1);
     let role = [("recipe", "mutex"), ("role", "orders")];
     let outcome = |o: &'static str| [("recipe", "mutex"), ("role", "orders"), ("outcome", o)];
     assert_eq!(counter(&snap, "zk_recipes_acquires_total", &outcome("acquired")), 4, "{snap:#?}");

@@ -347,7 +347,13 @@ fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
         );
     }
     if let Some(p) = ours("uncontended", 1, |r| r.packets_per_op) {
-        let _ = writeln!(s, "- packets per uncontended cycle ≤ 6: {p:.1} — {}", verdict(p <= 6.05));
+        // 6 for the create, the listing and the delete, and 3 for the watch on our own node that
+        // tells a holder its node was deleted (on by default since issue 24: a promise, kept).
+        let _ = writeln!(
+            s,
+            "- packets per uncontended cycle ≤ 9 (6, and 3 for the own-node watch): {p:.1} — {}",
+            verdict(p <= 9.05)
+        );
     }
     let mut worst: Option<f64> = None;
     let mut packets = Vec::new();

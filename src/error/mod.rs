@@ -215,7 +215,8 @@ pub enum Error {
         path: String,
         /// The first offending node.
         node: String,
-        /// What our recipe is, e.g. `mutex`.
+        /// What our queue is: `lock` (a mutex, a semaphore mutex or a leader selector), `leader
+        /// latch`, `read/write lock` or `semaphore`.
         ours: &'static str,
         /// What its node says it is, e.g. `a leader latch`.
         theirs: &'static str,

@@ -66,8 +66,6 @@ pub(super) enum OwnWatch {
     Parked(PendingEvent),
 }
 
-/// Joins `hold` to the session's listeners and, when it has a data watch on its node, has the
-/// session follow it (`follow_own`) or parks it.
 impl Monitor {
     /// Keeps what attaching the hold made: its listener registration and its own-node watch.
     pub(super) fn attach(&self, attached: Attached) {

@@ -10,10 +10,8 @@ use tokio::sync::{broadcast, oneshot, watch, Notify};
 
 use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
-use crate::guard::FencedWriter;
-use crate::hold::Hold;
+use crate::guard::{FencedWriter, HoldView};
 use crate::lock_core::{LockCore, LockSpec, Participant};
-use crate::markers::LOCK;
 use crate::options::LockOptions;
 use crate::session::Session;
 use crate::status::LossPolicy;
@@ -65,7 +63,7 @@ impl SelectorOptions {
     }
 
     /// The ACLs of the nodes the selector creates (`Acls::creator_all()`, `Acls::anyone_all()`, ...).
-    pub fn acls(mut self, acls: zookeeper_client::Acls<'static>) -> SelectorOptions {
+    pub fn acls(mut self, acls: zookeeper_client::Acls<'_>) -> SelectorOptions {
         self.lock = self.lock.acls(acls);
         self
     }
@@ -95,7 +93,7 @@ impl SelectorOptions {
 pub struct LeadershipContext {
     fencing_token: u64,
     stop: watch::Receiver<bool>,
-    hold: Arc<Hold>,
+    hold: HoldView,
 }
 
 impl std::fmt::Debug for LeadershipContext {
@@ -134,7 +132,7 @@ impl LeadershipContext {
     /// # Errors
     /// As [`crate::LockGuard::fenced_writer`].
     pub fn fenced_writer(&self) -> Result<FencedWriter<'_>> {
-        FencedWriter::of(&self.hold)
+        self.hold.fenced_writer()
     }
 
     /// As [`crate::LockGuard::safe_until`]: before this instant nobody else can lead. `None`
@@ -309,7 +307,7 @@ impl LeaderSelector {
         // reports revocation requests. Curator's `LeaderSelector` is a mutex on the path: so is
         // ours, not reentrant.
         let lock = options.lock.clone().participant_id(id.clone()).revocable(true);
-        let spec = LockSpec::exclusive("leader-selector", LOCK, false);
+        let spec = LockSpec::exclusive("leader-selector", false);
         let core = LockCore::build(session, path, spec, &lock)?;
         let life = Lifecycle::new(path);
         let inner = Inner {
@@ -460,7 +458,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         let fencing_token = guard.fencing_token();
         inner.life.set(Leadership::Leader { fencing_token });
         let (stop, stop_rx) = watch::channel(false);
-        let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.hold().clone() };
+        let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.view() };
         let mut work = tokio::spawn(task(ctx));
         let mut done = false;
         let mut outcome = tokio::select! {
@@ -505,12 +503,17 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
             tracing::debug!(error = %e, "relinquishing leadership");
         }
         let closed = outcome == TermOutcome::Closed;
+        let requeue = inner.auto_requeue.load(Ordering::SeqCst);
+        // Out of the queue before the term's end is told, so that whoever hears it can requeue
+        // (`requeue()` stores a permit that the wait below takes).
+        if !closed && !requeue {
+            inner.queued.store(false, Ordering::SeqCst);
+        }
         let _ = inner.terms.send(TermEnded { fencing_token, outcome, aborted });
         if closed {
             return Ok(());
         }
-        if !inner.auto_requeue.load(Ordering::SeqCst) {
-            inner.queued.store(false, Ordering::SeqCst);
+        if !requeue {
             tokio::select! {
                 _ = &mut closing => return Ok(()),
                 _ = inner.requeue.notified() => {}

@@ -200,7 +200,7 @@ pub(crate) async fn find_ours(
 
 /// The data watch on our own node: deletion by someone else, data changes (revocation).
 #[derive(Default)]
-pub(crate) struct OwnWatch {
+pub(crate) struct OwnNodeWatch {
     /// The watch's event, still to come.
     pub event: Option<PendingEvent>,
     /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
@@ -223,7 +223,7 @@ pub(crate) struct Entry {
     /// The creating transaction's zxid: the fencing token.
     pub czxid: i64,
     /// The data watch on our own node, and what it says.
-    pub own: OwnWatch,
+    pub own: OwnNodeWatch,
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
     pub revoke_requested: bool,
@@ -244,7 +244,7 @@ impl Entry {
             name,
             seq,
             czxid,
-            own: OwnWatch::default(),
+            own: OwnNodeWatch::default(),
             revoke_requested: false,
             data: Vec::new(),
             janitor: janitor.clone(),

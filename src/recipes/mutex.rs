@@ -58,7 +58,7 @@ impl InterProcessMutex {
     /// # Errors
     /// As [`InterProcessMutex::new`].
     pub fn with_options(session: &Session, path: &str, options: LockOptions) -> Result<InterProcessMutex> {
-        let spec = LockSpec::exclusive("mutex", crate::markers::LOCK, true);
+        let spec = LockSpec::exclusive("mutex", true);
         Ok(InterProcessMutex { core: Arc::new(LockCore::build(session, path, spec, &options)?) })
     }
 

@@ -45,7 +45,7 @@ impl InterProcessSemaphoreMutex {
         path: &str,
         options: LockOptions,
     ) -> Result<InterProcessSemaphoreMutex> {
-        let spec = LockSpec::exclusive("semaphore-mutex", crate::markers::LOCK, false);
+        let spec = LockSpec::exclusive("semaphore-mutex", false);
         Ok(InterProcessSemaphoreMutex { core: Arc::new(LockCore::build(session, path, spec, &options)?) })
     }
 
