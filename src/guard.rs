@@ -235,7 +235,8 @@ impl LockGuard {
     ///
     /// # Errors
     /// * [`Error::LockLost`]: the lock had been lost before release (session expired or node
-    ///   deleted); the critical section may have overlapped another holder's.
+    ///   deleted); the critical section may have overlapped another holder's. Also when the
+    ///   maximum hold ([`crate::LockOptions::max_hold`]) had passed: the node was deleted then.
     /// * [`Error::ConnectionLoss`]: the delete could not be confirmed within the session timeout;
     ///   it goes on in the background, and later acquires work.
     ///

@@ -97,6 +97,8 @@ pub(crate) struct LockCore {
     reentrant: bool,
     /// Whether holds report revocation requests ([`LockOptions::revocable`]).
     revocable: bool,
+    /// How long a hold may last ([`LockOptions::max_hold`]).
+    max_hold: Option<std::time::Duration>,
     /// A fair (FIFO) local queue in front of the ZooKeeper queue: only the task whose turn it is
     /// has a node, so many tasks on one handle cost one node at a time, and exclude each other.
     turn: Option<Arc<tokio::sync::Mutex<()>>>,
@@ -134,6 +136,7 @@ impl LockCore {
             recipe: spec.recipe,
             reentrant: spec.reentrant,
             revocable: options.revocable,
+            max_hold: options.max_hold,
             turn: spec.exclusive.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             current: Mutex::new(Weak::new()),
             labels: Labels::new(spec.recipe, options.role.as_ref()),
@@ -308,6 +311,7 @@ impl LockCore {
             self.revocable,
             turn,
             self.labels.clone(),
+            self.max_hold,
         );
         tracing::Span::current().record("fencing_token", hold.fencing_token());
         tracing::debug!(fencing_token = hold.fencing_token(), "acquired");

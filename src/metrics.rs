@@ -11,7 +11,7 @@
 //! | `zk_recipes_acquires_total` | counter | recipe, role, outcome = `acquired` / `busy` / `timeout` / `cancelled` / `error` |
 //! | `zk_recipes_acquire_wait_seconds` | histogram | recipe, role |
 //! | `zk_recipes_hold_seconds` | histogram | recipe, role |
-//! | `zk_recipes_holds_lost_total` | counter | recipe, role, cause = `session_expired` / `node_deleted` / `session_closed` |
+//! | `zk_recipes_holds_lost_total` | counter | recipe, role, cause = `session_expired` / `node_deleted` / `session_closed` / `max_hold` |
 //! | `zk_recipes_queue_length_at_join` | histogram | recipe, role |
 //! | `zk_recipes_session_transitions_total` | counter | state |
 //! | `zk_recipes_session_connected` | gauge (0/1) | |

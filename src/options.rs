@@ -18,6 +18,7 @@ pub struct LockOptions {
     pub(crate) role: Option<Arc<str>>,
     pub(crate) revocable: bool,
     pub(crate) watch_own_node: bool,
+    pub(crate) max_hold: Option<std::time::Duration>,
 }
 
 impl Default for LockOptions {
@@ -30,6 +31,7 @@ impl Default for LockOptions {
             role: None,
             revocable: false,
             watch_own_node: true,
+            max_hold: None,
         }
     }
 }
@@ -93,6 +95,24 @@ impl LockOptions {
     /// fenced. Revocable locks and elections watch their nodes regardless.
     pub fn watch_own_node(mut self, watch: bool) -> LockOptions {
         self.watch_own_node = watch;
+        self
+    }
+
+    /// The longest a hold may last (default: no limit), as Curator's auto-release after a
+    /// lease time and Redisson's `leaseTime`. When `limit` has passed since the acquire, the
+    /// hold ends as if lost: its status turns [`crate::LockStatus::Lost`] (counted in
+    /// `zk_recipes_holds_lost_total` with cause `max_hold`), [`crate::LockGuard::lost`]
+    /// resolves, [`crate::LockGuard::safe_until`] is `None`, and our node is deleted at once,
+    /// which admits the next waiter. Releasing the guard afterwards returns
+    /// [`crate::Error::LockLost`], as after any loss.
+    ///
+    /// The limit only ever ends a hold earlier: it keeps nothing alive, so a hold whose
+    /// session expires first is lost then (cause `session_expired`), as without a limit. It
+    /// is the holder's clock that measures it, so it is no fence for other clients: work that
+    /// must not overlap the next holder stops when [`crate::LockGuard::lost`] resolves, and
+    /// checks its writes with the fencing token.
+    pub fn max_hold(mut self, limit: std::time::Duration) -> LockOptions {
+        self.max_hold = Some(limit);
         self
     }
 

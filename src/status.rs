@@ -4,7 +4,8 @@
 /// The state of a held lock (or leadership), as seen by its holder.
 ///
 /// It moves `Held` → `Suspended` → `Held` across a connection drop that the session survives,
-/// and to `Lost` (for good) when the session expires or our node is deleted by someone else.
+/// and to `Lost` (for good) when the session expires, our node is deleted by someone else, or
+/// the hold's [`crate::LockOptions::max_hold`] passes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum LockStatus {
@@ -13,7 +14,9 @@ pub enum LockStatus {
     /// The connection dropped; ownership is uncertain until it comes back. If the session
     /// expires meanwhile, another contender may already hold the lock.
     Suspended,
-    /// Certainly lost: the session expired or our node was deleted. Another contender may hold it.
+    /// Certainly lost: the session expired, our node was deleted, or the maximum hold
+    /// ([`crate::LockOptions::max_hold`]) passed (and we deleted our node). Another contender
+    /// may hold it.
     Lost,
     /// Still held, but someone asked us to release it (our node's data was set to
     /// `__REVOKE__`, as Curator's revocation). The holder decides whether to release.

@@ -24,7 +24,7 @@ pub struct Group {
 pub enum Ended {
     /// The command exited by itself (or after a forwarded signal) with this exit code.
     Exited(u8),
-    /// The lock was lost; the group was stopped.
+    /// The lock was lost (or `run --max-hold` passed); the group was stopped.
     Lost,
     /// No reply from ZooKeeper vouched for the safe window any more, though the client had not
     /// noticed a loss; the group was stopped (the watchdog).
@@ -204,7 +204,8 @@ pub struct Safety<'a> {
     pub contact: Contact,
 }
 
-/// Waits for the command, stopping its whole group if `lost` resolves first, or if the safe
+/// Waits for the command, stopping its whole group if `lost` resolves first (a loss, or
+/// `run --max-hold` passing), or if the safe
 /// window runs out before anyone noticed a loss (a watchdog). On a loss: SIGTERM to the group
 /// at once, SIGKILL at [`deadline::kill_at`]. SIGINT and SIGTERM to zklock are passed on to the
 /// group, with SIGKILL after `--grace`. `revoked` resolving sends the group one SIGTERM (a

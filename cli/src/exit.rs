@@ -6,6 +6,9 @@ use std::process::ExitCode;
 pub const BUSY: u8 = 75;
 /// The lock (or leadership) was lost while the command ran; the command was stopped.
 pub const LOST: u8 = 76;
+/// `run --max-hold` passed: the command was stopped (SIGTERM, then SIGKILL by the kill
+/// deadline) and the lock released. 124, as timeout(1) when its command times out.
+pub const MAX_HOLD: u8 = 124;
 /// ZooKeeper could not be reached, the session ended, or authentication failed (EX_UNAVAILABLE).
 pub const UNAVAILABLE: u8 = 69;
 /// A bad lock path, a path holding the other naming format's nodes, or other bad input (EX_USAGE).

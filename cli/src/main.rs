@@ -30,6 +30,7 @@ Exit codes:
    69  ZooKeeper unreachable, session expired, or authentication failed
    75  lock busy (--no-wait) or not acquired within --timeout (or -E N)
    76  lock or leadership lost while the command ran (its group got SIGTERM, then SIGKILL)
+  124  run --max-hold passed: the command's group got SIGTERM, then SIGKILL; lock released
   126  the command could not be executed; 127 the command was not found
   130  SIGINT while waiting; 143 SIGTERM while waiting (our queue node deleted first)
 
@@ -175,6 +176,11 @@ struct RunArgs {
     /// session timeout, at least 200ms].
     #[arg(long, value_parser = humantime::parse_duration)]
     kill_margin: Option<Duration>,
+    /// The longest the lock may be held (from its acquisition): when it passes, the command's
+    /// group is stopped as on a loss (SIGTERM, SIGKILL after --grace, never later than the safe
+    /// window minus --kill-margin), then the lock is released; exit 124.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    max_hold: Option<Duration>,
     /// Run this command string through `sh -c`, as flock -c.
     #[arg(short = 'c', long = "command", value_name = "STRING", conflicts_with = "command")]
     shell: Option<String>,
@@ -420,6 +426,8 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     let mut stops = Stops::new()?;
     let conn = cli.connect().await?;
     let (_lock, guard) = acquire(cli, &conn, &args.lock, &mut stops).await?;
+    // `--max-hold` counts from the acquisition, whatever comes before the command starts.
+    let limit_at = args.max_hold.map(|limit| tokio::time::Instant::now() + limit);
     let path = &args.lock.lockpath;
     let contact = match Contact::start(&conn).await {
         Ok(contact) => contact,
@@ -454,9 +462,28 @@ async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
         let _ = status.wait_for(|s| *s == LockStatus::RevocationRequested).await;
     };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
-    let ended = child::supervise(group, guard.lost(), revoked, safety, stops).await?;
+    // The limit stops the command as a loss does, while the lock is still ours; the release
+    // below then admits the next waiter, once the command's group is gone.
+    let limit_passed = std::sync::atomic::AtomicBool::new(false);
+    let lost = async {
+        tokio::select! {
+            () = guard.lost() => {}
+            () = tokio::time::sleep_until(limit_at.unwrap_or_else(tokio::time::Instant::now)), if limit_at.is_some() => {
+                limit_passed.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    };
+    let ended = child::supervise(group, lost, revoked, safety, stops).await?;
     let released = guard.release().await;
+    let limit_passed = limit_passed.load(std::sync::atomic::Ordering::SeqCst);
     match (ended, released) {
+        (Ended::Lost, Ok(())) if limit_passed => Err(Failure::new(
+            exit::MAX_HOLD,
+            format!(
+                "held {path} for --max-hold {}; stopped the command and released the lock",
+                humantime::format_duration(args.max_hold.unwrap_or_default())
+            ),
+        )),
         (Ended::Lost, _) => Err(Failure::new(
             exit::LOST,
             format!("lost the lock on {path} while the command ran; stopped it"),

@@ -58,7 +58,8 @@ impl std::fmt::Debug for Hold {
 impl Hold {
     /// Takes over an admitted entry: joins the session's listeners and, when the entry has a
     /// data watch on its node, has the session follow it. `turn`, if any, is given back when the
-    /// last hold is released. A revocation request is reported only when `revocable`.
+    /// last hold is released. A revocation request is reported only when `revocable`. With a
+    /// `max_hold`, the session also drives a timer that ends the hold when it passes.
     #[allow(clippy::too_many_arguments)] // split up by the layering of the engine (issue 25)
     pub fn start(
         session: Session,
@@ -69,6 +70,7 @@ impl Hold {
         revocable: bool,
         turn: Option<OwnedMutexGuard<()>>,
         labels: crate::metrics::Labels,
+        max_hold: Option<Duration>,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
         let EntryParts { conn, path, czxid, own, follow_own, revoked } = entry.into_parts();
@@ -81,7 +83,7 @@ impl Hold {
             monitor: Monitor::new(policy, revocable, revoked, labels),
             janitor: janitor.clone(),
         });
-        attach(&hold, &shared, own, follow_own);
+        attach(&hold, &shared, own, follow_own, max_hold);
         hold
     }
 
@@ -181,8 +183,14 @@ impl Hold {
 }
 
 /// Registers `hold` with its session's listeners and has the session follow its own-node
-/// watch (or keeps the watch parked until our delete fires it).
-fn attach(hold: &Arc<Hold>, shared: &Arc<Shared>, own: Option<PendingEvent>, follow_own: bool) {
+/// watch (or keeps the watch parked until our delete fires it), and the maximum hold's timer.
+fn attach(
+    hold: &Arc<Hold>,
+    shared: &Arc<Shared>,
+    own: Option<PendingEvent>,
+    follow_own: bool,
+    max_hold: Option<Duration>,
+) {
     let listener: Weak<dyn Listener> = Arc::downgrade(hold) as _;
     let registration = Some(shared.listen(listener));
     let own = match own {
@@ -196,7 +204,27 @@ fn attach(hold: &Arc<Hold>, shared: &Arc<Shared>, own: Option<PendingEvent>, fol
         Some(own) => OwnWatch::Parked(own),
         None => OwnWatch::None,
     };
-    hold.monitor.attach(Attached { registration, own });
+    let limit = max_hold.map(|max_hold| {
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let at = hold.monitor.acquired + max_hold;
+        shared.drive(Box::pin(limit_hold(Arc::downgrade(hold), at, stop_rx)));
+        stop_tx
+    });
+    hold.monitor.attach(Attached { registration, own, limit });
+}
+
+/// The maximum hold's timer: at `at`, ends the hold as if lost (`Hold::end_at_limit`), unless
+/// it was released first (the monitor drops `stop`'s sender after our node's delete) or the
+/// hold is gone.
+async fn limit_hold(hold: Weak<Hold>, at: std::time::Instant, stop: oneshot::Receiver<()>) {
+    tokio::select! {
+        // Sent or dropped: the hold was released (or dropped) before its limit.
+        _ = stop => return,
+        () = tokio::time::sleep_until(at.into()) => {}
+    }
+    if let Some(hold) = hold.upgrade() {
+        hold.end_at_limit().await;
+    }
 }
 
 impl Listener for Hold {

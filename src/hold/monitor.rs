@@ -5,6 +5,9 @@
 //! followed by a small future that the session drives on one task for all its holds
 //! ([`watch_own`]), and turns that watch's events into status changes. A watch that is not
 //! followed is parked until our own delete fires it.
+//! A hold with a maximum hold (`LockOptions::max_hold`) has a timer future driven the same way
+//! (`limit_hold`): when it fires, the status turns `Lost` (cause `max_hold`) and our node is
+//! deleted; it stops when our node's delete lets it go ([`Monitor::detach`]).
 //!
 //! Invariants:
 //! * The status never moves away from [`LockStatus::Lost`].
@@ -41,7 +44,8 @@ pub(super) struct Monitor {
     /// The release began: a loss from now on is not counted as one.
     releasing: AtomicBool,
     labels: Labels,
-    acquired: Instant,
+    /// When the hold began (the maximum hold counts from here).
+    pub(super) acquired: Instant,
     /// What ties the hold to its session and node until the node is deleted.
     attached: Mutex<Attached>,
 }
@@ -52,6 +56,8 @@ pub(super) struct Attached {
     /// Our place among the session's listeners.
     pub(super) registration: Option<Registration>,
     pub(super) own: OwnWatch,
+    /// Stops the maximum hold's timer when dropped (see `LockOptions::max_hold`).
+    pub(super) limit: Option<oneshot::Sender<()>>,
 }
 
 /// The data watch on our own node.
@@ -125,7 +131,8 @@ impl Monitor {
 
     /// After our node's delete: stops following it, and leaves the session's listeners.
     pub fn detach(&self) {
-        let Attached { registration, own } = std::mem::take(&mut *lock(&self.attached));
+        let Attached { registration, own, limit } = std::mem::take(&mut *lock(&self.attached));
+        drop(limit);
         match own {
             OwnWatch::Followed(stop) => {
                 let _ = stop.send(());

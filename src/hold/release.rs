@@ -107,6 +107,26 @@ impl Hold {
         result
     }
 
+    /// The maximum hold passed (see `LockOptions::max_hold`): the hold ends as if lost. The
+    /// status turns `Lost` (counted with cause `max_hold`), then our node is deleted, which
+    /// admits the next waiter. The guard stays with its holder: its release then finds the hold
+    /// lost (`LockLost`). Nothing to do for a hold already lost or being released.
+    pub(super) async fn end_at_limit(self: &Arc<Self>) {
+        // `is_live` is false once the last hold was given back (a release about to begin) or
+        // the hold is lost.
+        if self.monitor.releasing() || !self.is_live() {
+            return;
+        }
+        tracing::info!(node = %self.path(), "maximum hold passed; ending the hold");
+        self.monitor.lose(&self.node, "max_hold");
+        let sent = self.send_delete();
+        // The status was `Lost` when the delete was sent, so the answer is always `LockLost`
+        // (or a connection loss, the delete going on in the background): nothing to report.
+        if let Err(e) = self.finish_delete(sent).await {
+            tracing::debug!(node = %self.path(), error = %e, "delete at the maximum hold");
+        }
+    }
+
     /// After our node's delete: stops following it, and leaves the session's listeners.
     fn forget_node(&self) {
         self.monitor.detach();

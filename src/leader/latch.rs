@@ -56,6 +56,14 @@ impl LatchOptions {
         self
     }
 
+    /// The longest leadership may last (default: no limit), as
+    /// [`crate::LockOptions::max_hold`]: when it passes, leadership is lost as on any loss, and
+    /// the latch rejoins the election at the back of the queue (alone, it leads again at once).
+    pub fn max_hold(mut self, limit: Duration) -> LatchOptions {
+        self.lock = self.lock.max_hold(limit);
+        self
+    }
+
     /// Curator's `LeaderLatch` names (default), or kazoo's `Election` (a `Lock`).
     pub fn format(mut self, format: NodeFormat) -> LatchOptions {
         self.lock = self.lock.format(format);

@@ -85,6 +85,16 @@ impl SelectorOptions {
         self.lock = self.lock.loss_policy(policy);
         self
     }
+
+    /// The longest a term may last (default: no limit), as [`crate::LockOptions::max_hold`]:
+    /// when it passes, leadership is lost and the term ends as on any loss
+    /// ([`TermOutcome::Lost`]): the task is told to stop ([`LeadershipContext::stopped`]) and
+    /// aborted if it is still running after the grace. With auto-requeue, the selector queues
+    /// again behind the others.
+    pub fn max_hold(mut self, limit: Duration) -> SelectorOptions {
+        self.lock = self.lock.max_hold(limit);
+        self
+    }
 }
 
 /// What a leadership task gets: its fencing token, a signal to stop, fenced writes and the
@@ -148,8 +158,9 @@ impl LeadershipContext {
 pub enum TermOutcome {
     /// The task returned: leadership was relinquished.
     Returned,
-    /// Leadership was lost (our node deleted, the session expired, or suspended under the
-    /// default [`LossPolicy`]); the task was told to stop.
+    /// Leadership was lost (our node deleted, the session expired, suspended under the
+    /// default [`LossPolicy`], or [`SelectorOptions::max_hold`] passed); the task was told to
+    /// stop.
     Lost,
     /// [`LeaderSelector::interrupt`] ended the term.
     Interrupted,

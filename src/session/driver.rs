@@ -1,5 +1,6 @@
-//! One task per session that drives the small futures a session's holds leave running (each
-//! follows the data watch on a held node), so that holding many locks costs no task per hold.
+//! One task per session that drives the small futures a session's holds leave running (one
+//! follows the data watch on a held node, another times a hold's `max_hold`), so that holding
+//! many locks costs no task per hold.
 //!
 //! A job is a future that owns what it needs and ends by itself (its hold was released, lost,
 //! or dropped). The task starts with the first job and ends once the session is gone and its
