@@ -106,7 +106,8 @@ enum Command {
     /// Run the command while leader of ELECTPATH (stop it if leadership is lost), or
     /// --observe the leader.
     Elect(ElectArgs),
-    /// Ask the holder(s) of LOCKPATH to release (Curator's revocation; the holder decides).
+    /// Ask the holder(s) of LOCKPATH to release (Curator's revocation; the holder decides): a
+    /// lock's holder, a semaphore's lease holders, an election's leader.
     Revoke(RevokeArgs),
     /// Delete the holder's node (after confirmation) and print its now-void fencing token.
     Break(BreakArgs),
@@ -247,10 +248,15 @@ struct ElectArgs {
 
 #[derive(Args)]
 struct RevokeArgs {
+    /// Ask only this queue node (its name or full path), e.g. one of a semaphore's lease
+    /// holders; default: every holder (a lock's, each lease holder of a semaphore, an
+    /// election's leader).
+    #[arg(long)]
+    node: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// The lock path.
+    /// The lock, semaphore or election path.
     lockpath: String,
 }
 
@@ -601,9 +607,15 @@ async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let lost = async move {
         let _ = changes.wait_for(|l| *l == zk_recipes::Leadership::NotLeader).await;
     };
+    // A revocation request (`zklock revoke`) is passed on to the command as SIGTERM, as `run`
+    // does; the latch leads until the command exits.
+    let mut revocation = latch.revocation();
+    let revoked = async move {
+        let _ = revocation.wait_for(|asked| *asked).await;
+    };
     let safe_until = || if latch.has_leadership() { contact.session_safe_until() } else { None };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
-    let ended = child::supervise(group, lost, std::future::pending(), safety, stops).await?;
+    let ended = child::supervise(group, lost, revoked, safety, stops).await?;
     latch.close().await;
     match ended {
         Ended::Lost => Err(Failure::new(
@@ -738,7 +750,7 @@ fn main() -> ExitCode {
             Command::Elect(args) => elect(&cli, args).await,
             Command::Revoke(args) => {
                 let conn = cli.connect().await?;
-                ops::revoke(&conn, &args.lockpath, cli.format(), args.json).await
+                ops::revoke(&conn, &args.lockpath, cli.format(), args.node.as_deref(), args.json).await
             }
             Command::Break(args) => {
                 let conn = cli.connect().await?;

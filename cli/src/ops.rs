@@ -102,11 +102,23 @@ struct Asked {
     fencing_token: i64,
 }
 
-pub async fn revoke(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
+/// Asks the holder of `node` (any queue node, by name or full path), else every holder of
+/// `path`, to release, by setting `__REVOKE__` on its node.
+pub async fn revoke(
+    conn: &Conn,
+    path: &str,
+    format: NodeFormat,
+    node: Option<&str>,
+    json: bool,
+) -> Result<u8, Failure> {
     zk_recipes::LockPath::new(path)?;
     let queue = zk::queue(conn, path, format).await?.map(|(_, q)| q).unwrap_or_default();
+    let targets: Vec<&Participant> = match node {
+        Some(_) => vec![target(path, &queue, node)?],
+        None => queue.iter().filter(|p| p.is_holder).collect(),
+    };
     let mut asked = Vec::new();
-    for holder in queue.iter().filter(|p| p.is_holder) {
+    for holder in targets {
         let full = format!("{path}/{}", holder.node);
         if zk_recipes::request_revocation(conn.session(), &full).await? {
             asked.push(Asked { node: full, id: holder.id.clone(), fencing_token: holder.czxid });

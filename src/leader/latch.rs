@@ -86,6 +86,9 @@ impl LatchOptions {
 ///   Curator's latch resets on `LOST`/`RECONNECTED`: the leadership channel shows the loss, then
 ///   the regained leadership; [`LeaderLatch::await_leadership`] keeps working. It stops only
 ///   when closed, or when the session is closed ([`Error::SessionClosed`]).
+/// * A revocation request on our node (`__REVOKE__`, as Curator's `Revoker` writes) is reported
+///   by [`LeaderLatch::revocation`]; the latch keeps leading until its user closes it (Curator's
+///   `LeaderLatch` has no revocation at all).
 ///
 /// A clone is another handle on the same participant, not a new one: clones share one node, one
 /// leadership and one lifecycle. [`LeaderLatch::start`] on any clone starts it (once),
@@ -134,6 +137,8 @@ struct Inner {
     id: String,
     policy: LossPolicy,
     life: Lifecycle,
+    /// Whether the current term was asked to step down (`true` until the term ends).
+    revocation: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -179,7 +184,13 @@ impl LeaderLatch {
             root_data: None,
         };
         let core = LockCore::build(session, path, spec, &lock)?;
-        let inner = Inner { life: Lifecycle::new(core.path().as_str()), core, id, policy: lock.loss_policy };
+        let inner = Inner {
+            life: Lifecycle::new(core.path().as_str()),
+            core,
+            id,
+            policy: lock.loss_policy,
+            revocation: watch::channel(false).0,
+        };
         Ok(LeaderLatch { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
     }
 
@@ -215,6 +226,32 @@ impl LeaderLatch {
     /// Leadership changes, starting with the current state, for `select!` and `wait_for`.
     pub fn leadership(&self) -> watch::Receiver<Leadership> {
         self.inner().life.subscribe()
+    }
+
+    /// Whether someone asked the current leader, us, to step down ([`crate::request_revocation`]
+    /// on our node, [`LeaderLatch::revoke_leader`], `zklock revoke`): `true` from the request
+    /// until our term ends, `false` otherwise, starting with the current state.
+    ///
+    /// The latch only reports the request: it keeps leading (the leadership channel does not
+    /// change) until its user steps down with [`LeaderLatch::close`] (and, to contend again,
+    /// starts a new latch). A request that reaches our node while we wait is reported when we
+    /// lead.
+    pub fn revocation(&self) -> watch::Receiver<bool> {
+        self.inner().revocation.subscribe()
+    }
+
+    /// Asks the current leader of this latch's path to step down, by setting `__REVOKE__` on its
+    /// node (see [`crate::request_revocation`]); returns how many requests reached a node (0 or
+    /// 1). A [`LeaderLatch`] reports it ([`LeaderLatch::revocation`]); a
+    /// [`crate::LeaderSelector`] steps down; Curator's and kazoo's leaders ignore it.
+    ///
+    /// # Errors
+    /// As [`crate::request_revocation`].
+    ///
+    /// # Cancel safety
+    /// A request already sent stays sent.
+    pub async fn revoke_leader(&self) -> Result<usize> {
+        self.inner().core.revoke_holders().await
     }
 
     /// Waits until we lead; returns the fencing token of the term.
@@ -300,12 +337,16 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             } else {
                 Leadership::Leader { fencing_token: token }
             });
+            if now == LockStatus::RevocationRequested {
+                inner.revocation.send_if_modified(|asked| !std::mem::replace(asked, true));
+            }
             if now == LockStatus::Lost {
                 break;
             }
             tokio::select! {
                 _ = &mut closing => {
                     inner.life.set(Leadership::NotLeader);
+                    inner.revocation.send_replace(false);
                     let _ = guard.release().await;
                     return Ok(());
                 }
@@ -313,6 +354,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             }
         }
         // Lost: release our part (the node is gone or goes with the session).
+        inner.revocation.send_replace(false);
         let _ = guard.release().await;
         if inner.core.session().is_closed() {
             return Err(Error::SessionClosed);

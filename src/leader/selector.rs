@@ -14,7 +14,7 @@ use crate::guard::{FencedWriter, HoldView};
 use crate::lock_core::{LockCore, LockSpec, Participant};
 use crate::options::LockOptions;
 use crate::session::Session;
-use crate::status::LossPolicy;
+use crate::status::{LockStatus, LossPolicy};
 
 /// Options for a [`LeaderSelector`].
 #[derive(Clone, Debug)]
@@ -168,6 +168,10 @@ pub enum TermOutcome {
     Panicked(String),
     /// The selector was closed.
     Closed,
+    /// Someone asked the leader to step down ([`LeaderSelector::revoke_leader`],
+    /// [`crate::request_revocation`] on our node, `zklock revoke`): the task was told to stop,
+    /// leadership was relinquished; with auto-requeue we queue again, behind the others.
+    Revoked,
     /// The task returned an error (Curator: `takeLeadership` threw); the error's `Display`
     /// text. Leadership was relinquished, as for any end of a term.
     Failed(String),
@@ -234,6 +238,12 @@ type Task =
 /// * a task that panics ends the term: leadership is relinquished, the panic is reported as
 ///   [`TermOutcome::Panicked`] on [`LeaderSelector::terms`] and as a `tracing` error;
 /// * when the task returns, leadership is relinquished.
+///
+/// * a revocation request on our node (`__REVOKE__`, Curator's wire format: see
+///   [`LeaderSelector::revoke_leader`]) ends the term: the task is told to stop, as on an
+///   interrupt, leadership is relinquished, and the term ends as [`TermOutcome::Revoked`]. The
+///   selector always honours a request (there is no opt-out): a task that must not be stopped
+///   this way should not lead through a path others may revoke (ACLs can refuse them).
 ///
 /// With `auto_requeue` the selector queues again after every term (whether the task returned,
 /// failed or panicked), also after its node was deleted by someone else and after a session
@@ -400,6 +410,21 @@ impl LeaderSelector {
         }
     }
 
+    /// Asks the current leader of this selector's path (whichever participant it is, this one
+    /// included) to step down, by setting `__REVOKE__` on its node (see
+    /// [`crate::request_revocation`]); returns how many requests reached a node (0 or 1). A
+    /// [`LeaderSelector`] leading there ends its term as [`TermOutcome::Revoked`]; Curator's and
+    /// kazoo's leaders ignore the request.
+    ///
+    /// # Errors
+    /// As [`crate::request_revocation`].
+    ///
+    /// # Cancel safety
+    /// A request already sent stays sent.
+    pub async fn revoke_leader(&self) -> Result<usize> {
+        self.inner().core.revoke_holders().await
+    }
+
     /// This participant's id.
     pub fn id(&self) -> &str {
         &self.inner().id
@@ -471,6 +496,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         let (stop, stop_rx) = watch::channel(false);
         let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.view() };
         let mut work = tokio::spawn(task(ctx));
+        let mut status = guard.status();
         let mut done = false;
         let mut outcome = tokio::select! {
             ended = &mut work => {
@@ -479,6 +505,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
             }
             _ = guard.lost() => TermOutcome::Lost,
             _ = inner.interrupt.notified() => TermOutcome::Interrupted,
+            Ok(_) = status.wait_for(|s| *s == LockStatus::RevocationRequested) => TermOutcome::Revoked,
             _ = &mut closing => TermOutcome::Closed,
         };
         // At the moment of the loss, whatever the task does.

@@ -252,6 +252,22 @@ impl InterProcessSemaphore {
         self.core.participants().await
     }
 
+    /// Asks every current lease holder to release, by setting `__REVOKE__` on each holder's
+    /// node (Curator's revocation, CURATOR-650); returns how many requests reached a node. A
+    /// holder built with [`crate::LockOptions::revocable`] sees
+    /// [`crate::LockStatus::RevocationRequested`] and decides; nothing is forced. To ask one
+    /// holder only, pass its node to [`crate::request_revocation`] (the nodes are in
+    /// [`InterProcessSemaphore::participants`]).
+    ///
+    /// # Errors
+    /// As [`crate::request_revocation`].
+    ///
+    /// # Cancel safety
+    /// A request already sent stays sent.
+    pub async fn revoke_holders(&self) -> Result<usize> {
+        self.core.revoke_holders().await
+    }
+
     /// What this handle's queue work has cost so far.
     pub fn stats(&self) -> QueueStats {
         self.core.stats()
