@@ -2,6 +2,8 @@
 //
 //   java CuratorPeer lock  CONNECT PATH ROUNDS COUNTER EVENTS OCCUPANCY ID SESSION_MS
 //   java CuratorPeer hold  CONNECT PATH ID SESSION_MS      (prints HOLDING <seq>; releases on stdin EOF or "release")
+//   java CuratorPeer revocable CONNECT PATH ID SESSION_MS (as hold, made revocable: prints REVOCATION REQUESTED)
+//   java CuratorPeer revoke CONNECT NODE_PATH SESSION_MS  (Curator's Revoker.attemptRevoke; prints REVOKED)
 //   java CuratorPeer order CONNECT PATH SESSION_MS     (prints NODE <name> per child in Curator's lock order, then END)
 //   java CuratorPeer latch CONNECT PATH ID SESSION_MS      (prints LEADER / NOT_LEADER; quits on stdin EOF or "quit")
 //   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS
@@ -32,6 +34,7 @@ import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryNTimes;
 
 public class CuratorPeer {
@@ -117,6 +120,31 @@ public class CuratorPeer {
                 mutex.release();
                 client.close();
                 System.out.println("RELEASED");
+                break;
+            }
+            case "revocable": {
+                // A holder built with makeRevocable: reports a revocation request, releases on "release".
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[4]));
+                InterProcessMutex mutex = new InterProcessMutex(client, args[2]);
+                mutex.makeRevocable(m -> {
+                    System.out.println("REVOCATION REQUESTED");
+                    System.out.flush();
+                });
+                mutex.acquire();
+                System.out.println("HOLDING " + heldSeq(mutex));
+                System.out.flush();
+                waitForStdin("release");
+                mutex.release();
+                client.close();
+                System.out.println("RELEASED");
+                break;
+            }
+            case "revoke": {
+                // Curator's Revoker on one lock node.
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[3]));
+                Revoker.attemptRevoke(client, args[2]);
+                client.close();
+                System.out.println("REVOKED");
                 break;
             }
             case "latch": {
