@@ -276,6 +276,11 @@ impl HoldView {
     pub fn safe_until(&self) -> Option<std::time::Instant> {
         self.0.safe_until()
     }
+
+    /// As [`LockGuard::node_path`].
+    pub fn node_path(&self) -> &str {
+        self.0.path()
+    }
 }
 
 async fn release_one(hold: Arc<Hold>) -> Result<()> {

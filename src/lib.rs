@@ -100,8 +100,8 @@ pub use format::NodeFormat;
 pub use guard::{FencedWriter, LockGuard};
 pub use identity::default_participant_id;
 pub use leader::{
-    LatchOptions, LeaderLatch, LeaderSelector, Leadership, LeadershipContext, SelectorOptions, TermEnded,
-    TermOutcome, TermResult,
+    LatchOptions, LeaderInfo, LeaderLatch, LeaderObserver, LeaderSelector, Leadership, LeadershipContext,
+    SelectorOptions, TermEnded, TermOutcome, TermResult,
 };
 pub use options::LockOptions;
 pub use participants::Participant;

@@ -13,8 +13,11 @@ pub struct Participant {
     pub position: usize,
     /// The node's name under the lock path.
     pub node: String,
-    /// The participant id stored in the node (UTF-8, lossy).
+    /// The participant id stored in the node (UTF-8, lossy): its data up to the first newline.
     pub id: String,
+    /// The value the participant proclaimed while it led ([`crate::LeaderLatch::proclaim`]):
+    /// its node's data after the first newline; empty if none.
+    pub value: Vec<u8>,
     /// Whether the recipe's rule admits it now (it holds the lock, or leads).
     pub is_holder: bool,
     /// The session that owns the node (`ephemeralOwner`).
@@ -53,14 +56,35 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
     Ok(present
         .into_iter()
         .enumerate()
-        .map(|(position, (node, data, stat))| Participant {
-            position,
-            is_holder: rule.decide(&queue_now, position) == Decision::Proceed,
-            id: String::from_utf8_lossy(&data).into_owned(),
-            node: node.name,
-            session: stat.ephemeral_owner,
-            czxid: stat.czxid,
-            ctime_ms: stat.ctime,
+        .map(|(position, (node, data, stat))| {
+            let (id, value) = split_data(&data);
+            Participant {
+                position,
+                is_holder: rule.decide(&queue_now, position) == Decision::Proceed,
+                id,
+                value,
+                node: node.name,
+                session: stat.ephemeral_owner,
+                czxid: stat.czxid,
+                ctime_ms: stat.ctime,
+            }
         })
         .collect())
+}
+
+/// A queue node's data as `(participant id, proclaimed value)`: `<id>` or `<id>\n<value>`.
+pub(crate) fn split_data(data: &[u8]) -> (String, Vec<u8>) {
+    match data.iter().position(|b| *b == b'\n') {
+        Some(at) => (String::from_utf8_lossy(&data[..at]).into_owned(), data[at + 1..].to_vec()),
+        None => (String::from_utf8_lossy(data).into_owned(), Vec::new()),
+    }
+}
+
+/// What a participant `id` that proclaimed `value` stores in its node (see [`split_data`]).
+pub(crate) fn join_data(id: &str, value: &[u8]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(id.len() + 1 + value.len());
+    data.extend_from_slice(id.as_bytes());
+    data.push(b'\n');
+    data.extend_from_slice(value);
+    data
 }

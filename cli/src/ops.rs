@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 use serde::Serialize;
-use zk_recipes::zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
+use zk_recipes::zookeeper_client::Error as ZkError;
 use zk_recipes::{NodeFormat, Participant};
 
 use crate::exit::{self, Failure};
@@ -137,97 +137,57 @@ pub async fn revoke(
     Ok(0)
 }
 
-/// A one-shot watch on the children of `path`, or on its creation if it does not exist.
-async fn watch_children(client: &Client, path: &str) -> Result<OneshotWatcher, Failure> {
-    let failed = |e: ZkError| -> Failure {
-        zk_recipes::Error::ZooKeeper { op: "watch", path: path.into(), source: e.into() }.into()
-    };
-    match client.list_and_watch_children(path).await {
-        Ok((_, watcher)) => Ok(watcher),
-        Err(ZkError::NoNode) => match client.check_and_watch_stat(path).await {
-            Ok((_, watcher)) => Ok(watcher),
-            Err(e) => Err(failed(e)),
-        },
-        Err(e) => Err(failed(e)),
-    }
-}
-
 #[derive(Serialize, PartialEq)]
 struct Leader {
     path: String,
     leader: Option<String>,
     node: Option<String>,
-    fencing_token: Option<i64>,
+    fencing_token: Option<u64>,
 }
 
-/// Prints the leader of `path`, then every change, until SIGINT or SIGTERM (exit 0). Lists the
-/// election once per change: it watches the leader's node (or the children, when nobody leads).
+/// Prints the leader of `path`, then every change, until SIGINT or SIGTERM (exit 0). Built on
+/// [`zk_recipes::LeaderObserver`]: one watch, on the leader's node (or the children, when nobody
+/// leads), across the session's expiries.
 pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<u8, Failure> {
-    zk_recipes::LockPath::new(path)?;
     let io = |e: std::io::Error| Failure::new(exit::UNAVAILABLE, format!("signal handling: {e}"));
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).map_err(io)?;
     let mut terminate = signal(SignalKind::terminate()).map_err(io)?;
-    let client = conn.raw()?;
-    let latch = zk::latch(conn, path, "zklock-observe", format)?;
+    let observer = zk_recipes::LeaderObserver::with_format(conn.session(), path, format)?;
+    let mut leader = observer.leader();
     let mut last: Option<Leader> = None;
-    // Arm the children watch *before* listing, so that a node arriving in between is seen.
-    let mut arm_children = true;
     loop {
-        let children = if arm_children { Some(watch_children(&client, path).await?) } else { None };
-        let queue = latch.participants().await?;
-        let first = queue.iter().find(|p| p.is_holder);
-        let now = Leader {
-            path: path.to_string(),
-            leader: first.map(|p| p.id.clone()),
-            node: first.map(|p| format!("{path}/{}", p.node)),
-            fencing_token: first.map(|p| p.czxid),
-        };
-        if last.as_ref() != Some(&now) {
-            if json {
-                let line = serde_json::to_string(&now)
-                    .map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
-                println!("{line}");
-            } else {
-                match (&now.leader, &now.node, now.fencing_token) {
-                    (Some(id), Some(node), Some(token)) => {
-                        println!("leader: {id} (node {node}, fencing token {token})")
-                    }
-                    _ => println!("no leader"),
-                }
-            }
-            let _ = std::io::stdout().flush();
-        }
-        let leader_node = now.node.clone();
-        last = Some(now);
-        let watcher = match (leader_node, children) {
-            // The leader's node goes (or its data changes): list again. Newcomers queue
-            // behind it and change nothing.
-            (Some(node), _) => {
-                arm_children = false;
-                match client.check_and_watch_stat(&node).await {
-                    Ok((Some(_), watcher)) => watcher,
-                    Ok((None, _)) => continue,
-                    Err(e) => {
-                        return Err(zk_recipes::Error::ZooKeeper {
-                            op: "watch",
-                            path: node,
-                            source: e.into(),
-                        }
-                        .into())
-                    }
-                }
-            }
-            (None, Some(watcher)) => watcher,
-            (None, None) => {
-                arm_children = true;
-                continue;
-            }
-        };
+        // The first change is the observer's first read (even when nobody leads).
         tokio::select! {
-            _ = watcher.changed() => {}
+            changed = leader.changed() => if changed.is_err() {
+                return Err(Failure::new(exit::UNAVAILABLE, format!("stopped observing {path}: the session closed")));
+            },
             _ = interrupt.recv() => return Ok(0),
             _ = terminate.recv() => return Ok(0),
         }
+        let first = leader.borrow_and_update().clone();
+        let now = Leader {
+            path: path.to_string(),
+            leader: first.as_ref().map(|p| p.id.clone()),
+            node: first.as_ref().map(|p| format!("{path}/{}", p.node)),
+            fencing_token: first.as_ref().map(|p| p.fencing_token),
+        };
+        if last.as_ref() == Some(&now) {
+            continue;
+        }
+        if json {
+            let line =
+                serde_json::to_string(&now).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
+            println!("{line}");
+        } else {
+            match (&now.leader, &now.node, now.fencing_token) {
+                (Some(id), Some(node), Some(token)) => {
+                    println!("leader: {id} (node {node}, fencing token {token})")
+                }
+                _ => println!("no leader"),
+            }
+        }
+        let _ = std::io::stdout().flush();
+        last = Some(now);
     }
 }

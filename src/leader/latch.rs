@@ -139,6 +139,8 @@ struct Inner {
     life: Lifecycle,
     /// Whether the current term was asked to step down (`true` until the term ends).
     revocation: watch::Sender<bool>,
+    /// The current term's node path, while we lead: where [`LeaderLatch::proclaim`] writes.
+    term: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -190,6 +192,7 @@ impl LeaderLatch {
             id,
             policy: lock.loss_policy,
             revocation: watch::channel(false).0,
+            term: std::sync::Mutex::new(None),
         };
         Ok(LeaderLatch { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
     }
@@ -299,6 +302,36 @@ impl LeaderLatch {
         self.inner().core.participants().await
     }
 
+    /// Proclaims `value` as the leader: what [`crate::LeaderObserver`]s and `participants()`
+    /// show as the leader's value (etcd's `Proclaim`). It is stored in our own node, after our
+    /// participant id and a newline (`<id>\n<value>`), so it lasts for this term only, and is
+    /// fenced by it: the write goes to the term's node, which exists only while the term lasts.
+    ///
+    /// Curator's `getLeader()`/`getParticipants()` and kazoo's `contenders()` read a node's
+    /// whole data as the id: they show `<id>\n<value>` once a value was proclaimed.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if we do not lead, or our term's node is gone (a stale leader);
+    /// [`Error::SessionExpired`], [`Error::ConnectionLoss`] or [`Error::ZooKeeper`] otherwise.
+    ///
+    /// # Cancel safety
+    /// The write is sent when this is called; dropping the future does not withdraw it.
+    pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
+        let inner = self.inner();
+        let lost = || Error::LockLost { path: inner.core.path().as_str().to_string() };
+        let term = crate::util::lock(&inner.term).clone();
+        let node = match term {
+            Some(node) if inner.life.current().is_leader() => node,
+            _ => return Err(lost()),
+        };
+        let client = inner.core.session().client()?;
+        match client.set_data(&node, &crate::participants::join_data(&inner.id, value), None).await {
+            Ok(_) => Ok(()),
+            Err(zookeeper_client::Error::NoNode) => Err(lost()),
+            Err(e) => Err(Error::from_zk("proclaim", &node, e)),
+        }
+    }
+
     /// This participant's id.
     pub fn id(&self) -> &str {
         &self.inner().id
@@ -329,6 +362,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             Err(e) => return Err(e),
         };
         let token = guard.fencing_token();
+        *crate::util::lock(&inner.term) = Some(guard.node_path().to_string());
         let mut status = guard.status();
         loop {
             let now = *status.borrow_and_update();
@@ -346,6 +380,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             tokio::select! {
                 _ = &mut closing => {
                     inner.life.set(Leadership::NotLeader);
+                    *crate::util::lock(&inner.term) = None;
                     inner.revocation.send_replace(false);
                     let _ = guard.release().await;
                     return Ok(());
@@ -354,6 +389,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             }
         }
         // Lost: release our part (the node is gone or goes with the session).
+        *crate::util::lock(&inner.term) = None;
         inner.revocation.send_replace(false);
         let _ = guard.release().await;
         if inner.core.session().is_closed() {

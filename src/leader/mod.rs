@@ -1,9 +1,12 @@
-//! Leader election on the queue engine: [`LeaderLatch`] and [`LeaderSelector`].
+//! Leader election on the queue engine: [`LeaderLatch`] and [`LeaderSelector`], and
+//! [`LeaderObserver`] to follow an election without joining it.
 
 mod latch;
 mod lifecycle;
+mod observer;
 mod selector;
 
 pub use latch::{LatchOptions, LeaderLatch};
 pub use lifecycle::Leadership;
+pub use observer::{LeaderInfo, LeaderObserver};
 pub use selector::{LeaderSelector, LeadershipContext, SelectorOptions, TermEnded, TermOutcome, TermResult};

@@ -102,6 +102,8 @@ impl SelectorOptions {
 #[derive(Clone)]
 pub struct LeadershipContext {
     fencing_token: u64,
+    /// Our participant id, kept before a proclaimed value in our node.
+    id: String,
     stop: watch::Receiver<bool>,
     hold: HoldView,
 }
@@ -149,6 +151,22 @@ impl LeadershipContext {
     /// once the term is lost.
     pub fn safe_until(&self) -> Option<Instant> {
         self.hold.safe_until()
+    }
+
+    /// Proclaims `value` for this term, as [`crate::LeaderLatch::proclaim`]: stored in our node
+    /// after our participant id and a newline, seen by [`crate::LeaderObserver`]s; a fenced
+    /// write, so a term that is over cannot proclaim.
+    ///
+    /// # Errors
+    /// [`Error::LockLost`] if this term's node is gone; as [`FencedWriter::commit`] otherwise.
+    ///
+    /// # Cancel safety
+    /// The write is sent when this is called; dropping the future does not withdraw it.
+    pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
+        let node = self.hold.node_path();
+        let mut write = self.hold.fenced_writer()?;
+        write.add_set_data(node, &crate::participants::join_data(&self.id, value), None)?;
+        write.commit().await.map(|_| ())
     }
 }
 
@@ -494,7 +512,8 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         let fencing_token = guard.fencing_token();
         inner.life.set(Leadership::Leader { fencing_token });
         let (stop, stop_rx) = watch::channel(false);
-        let ctx = LeadershipContext { fencing_token, stop: stop_rx, hold: guard.view() };
+        let ctx =
+            LeadershipContext { fencing_token, id: inner.id.clone(), stop: stop_rx, hold: guard.view() };
         let mut work = tokio::spawn(task(ctx));
         let mut status = guard.status();
         let mut done = false;
