@@ -277,9 +277,13 @@ impl HoldView {
         self.0.safe_until()
     }
 
-    /// As [`LockGuard::node_path`].
-    pub fn node_path(&self) -> &str {
-        self.0.path()
+    /// Writes `<id>\n<value>` into the held node, in a fenced write: what a leader proclaims
+    /// (`LeaderLatch::proclaim`, `LeadershipContext::proclaim`). Fails with
+    /// [`Error::LockLost`] once the node is gone, so a term that is over cannot proclaim.
+    pub async fn proclaim(&self, id: &str, value: &[u8]) -> Result<()> {
+        let mut write = self.fenced_writer()?;
+        write.add_set_data(self.0.path(), &crate::participants::join_data(id, value), None)?;
+        write.commit().await.map(|_| ())
     }
 }
 

@@ -253,12 +253,14 @@ impl LockCore {
             (Some(turn), true) => {
                 let taken = match wait {
                     Wait::Try => turn.clone().try_lock_owned().ok(),
-                    _ => {
-                        tokio::select! {
+                    // Free: taken at once, without following the session's close.
+                    _ => match turn.clone().try_lock_owned() {
+                        Ok(taken) => Some(taken),
+                        Err(_) => tokio::select! {
                             taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
                             () = session.closing() => return Err(Error::SessionClosed),
-                        }
-                    }
+                        },
+                    },
                 };
                 match taken {
                     Some(taken) => Some(taken),

@@ -8,6 +8,7 @@ use tokio::sync::{oneshot, watch};
 use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
 use crate::format::NodeFormat;
+use crate::guard::HoldView;
 use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, Participant};
 use crate::markers::LATCH;
 use crate::options::LockOptions;
@@ -139,8 +140,8 @@ struct Inner {
     life: Lifecycle,
     /// Whether the current term was asked to step down (`true` until the term ends).
     revocation: watch::Sender<bool>,
-    /// The current term's node path, while we lead: where [`LeaderLatch::proclaim`] writes.
-    term: std::sync::Mutex<Option<String>>,
+    /// The current term's hold, while we lead: where [`LeaderLatch::proclaim`] writes.
+    term: std::sync::Mutex<Option<HoldView>>,
 }
 
 impl std::fmt::Debug for LeaderLatch {
@@ -305,14 +306,14 @@ impl LeaderLatch {
     /// Proclaims `value` as the leader: what [`crate::LeaderObserver`]s and `participants()`
     /// show as the leader's value (etcd's `Proclaim`). It is stored in our own node, after our
     /// participant id and a newline (`<id>\n<value>`), so it lasts for this term only, and is
-    /// fenced by it: the write goes to the term's node, which exists only while the term lasts.
+    /// fenced by it: a fenced write to the term's node, which exists only while the term lasts.
     ///
     /// Curator's `getLeader()`/`getParticipants()` and kazoo's `contenders()` read a node's
     /// whole data as the id: they show `<id>\n<value>` once a value was proclaimed.
     ///
     /// # Errors
-    /// [`Error::LockLost`] if we do not lead, or our term's node is gone (a stale leader);
-    /// [`Error::SessionExpired`], [`Error::ConnectionLoss`] or [`Error::ZooKeeper`] otherwise.
+    /// [`Error::LockLost`] if we do not lead, or our term's node is gone (a stale leader); as
+    /// [`crate::FencedWriter::commit`] otherwise.
     ///
     /// # Cancel safety
     /// The write is sent when this is called; dropping the future does not withdraw it.
@@ -320,15 +321,9 @@ impl LeaderLatch {
         let inner = self.inner();
         let lost = || Error::LockLost { path: inner.core.path().as_str().to_string() };
         let term = crate::util::lock(&inner.term).clone();
-        let node = match term {
-            Some(node) if inner.life.current().is_leader() => node,
-            _ => return Err(lost()),
-        };
-        let client = inner.core.session().client()?;
-        match client.set_data(&node, &crate::participants::join_data(&inner.id, value), None).await {
-            Ok(_) => Ok(()),
-            Err(zookeeper_client::Error::NoNode) => Err(lost()),
-            Err(e) => Err(Error::from_zk("proclaim", &node, e)),
+        match term {
+            Some(term) if inner.life.current().is_leader() => term.proclaim(&inner.id, value).await,
+            _ => Err(lost()),
         }
     }
 
@@ -362,7 +357,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             Err(e) => return Err(e),
         };
         let token = guard.fencing_token();
-        *crate::util::lock(&inner.term) = Some(guard.node_path().to_string());
+        *crate::util::lock(&inner.term) = Some(guard.view());
         let mut status = guard.status();
         loop {
             let now = *status.borrow_and_update();

@@ -163,10 +163,7 @@ impl LeadershipContext {
     /// # Cancel safety
     /// The write is sent when this is called; dropping the future does not withdraw it.
     pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
-        let node = self.hold.node_path();
-        let mut write = self.hold.fenced_writer()?;
-        write.add_set_data(node, &crate::participants::join_data(&self.id, value), None)?;
-        write.commit().await.map(|_| ())
+        self.hold.proclaim(&self.id, value).await
     }
 }
 
