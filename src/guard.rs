@@ -282,7 +282,7 @@ impl HoldView {
     /// [`Error::LockLost`] once the node is gone, so a term that is over cannot proclaim.
     pub async fn proclaim(&self, id: &str, value: &[u8]) -> Result<()> {
         let mut write = self.fenced_writer()?;
-        write.add_set_data(self.0.path(), &crate::participants::join_data(id, value), None)?;
+        write.add_set_data(self.0.path(), &crate::naming::join_data(id, value), None)?;
         write.commit().await.map(|_| ())
     }
 }

@@ -106,7 +106,7 @@ pub use leader::{
 pub use options::LockOptions;
 pub use participants::Participant;
 pub use path::LockPath;
-pub use queue::QueueStats;
+pub use queue::{GiveUpReason, QueueEvent, QueueStats};
 pub use recipes::{
     InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
     InterProcessSemaphoreMutex, Lock, LockExt, ReadLock, WriteLock,

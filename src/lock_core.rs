@@ -18,8 +18,8 @@ pub(crate) use crate::naming::{NameScheme, QueueNode};
 use crate::options::LockOptions;
 pub(crate) use crate::participants::Participant;
 use crate::path::LockPath;
-pub(crate) use crate::queue::{Admission, Decision, FirstN, QueueStats};
-use crate::queue::{Entry, Queue};
+pub(crate) use crate::queue::{Admission, Decision, FirstN, QueueEvent, QueueStats, Sink};
+use crate::queue::{Entry, GiveUpReason, Progress, Queue};
 use crate::session::{Conn, Session};
 use crate::status::LossPolicy;
 use crate::util::lock;
@@ -32,6 +32,13 @@ pub(crate) enum Wait {
     /// [`Error::Timeout`].
     Try,
     Until(Instant),
+}
+
+impl Wait {
+    /// At most `timeout` from now, or without a bound.
+    pub fn at_most(timeout: Option<std::time::Duration>) -> Wait {
+        timeout.map_or(Wait::Forever, |t| Wait::Until(Instant::now() + t))
+    }
 }
 
 /// What makes one lock recipe: its node marker, its admission rule, and whether a handle
@@ -116,7 +123,8 @@ impl LockCore {
         let queue = Queue::new(session, LockPath::new(path)?, spec.scheme.in_format(options.format))
             .with_acls(options.acls.clone())
             .with_root_data(spec.root_data.clone())
-            .watching_own_nodes(options.watches_own_node());
+            .watching_own_nodes(options.watches_own_node())
+            .with_lock_delay(options.lock_delay);
         Ok(LockCore::on(queue, spec, options))
     }
 
@@ -197,16 +205,28 @@ impl LockCore {
 
     /// As [`LockCore::acquire`], creating our node with `marker` instead of the recipe's.
     pub async fn acquire_marked(&self, wait: Wait, marker: &str) -> Result<Option<LockGuard>> {
-        self.acquire_by(wait, marker, self.rule.as_ref(), true).await
+        self.acquire_by(wait, marker, self.rule.as_ref(), true, None).await
     }
 
-    /// As [`LockCore::acquire_marked`], admitted by `rule`, with or without the local turn.
+    /// As [`LockCore::acquire_marked`], reporting to `events` (see [`QueueEvent`]).
+    pub async fn acquire_reporting(
+        &self,
+        wait: Wait,
+        marker: &str,
+        events: Sink<'_>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire_by(wait, marker, self.rule.as_ref(), true, Some(events)).await
+    }
+
+    /// As [`LockCore::acquire_marked`], admitted by `rule`, with or without the local turn,
+    /// reporting to `events` if given.
     pub async fn acquire_by(
         &self,
         wait: Wait,
         marker: &str,
         rule: &dyn Admission,
         take_turn: bool,
+        events: Option<Sink<'_>>,
     ) -> Result<Option<LockGuard>> {
         let span = tracing::info_span!(
             "acquire",
@@ -218,7 +238,11 @@ impl LockCore {
             fencing_token = tracing::field::Empty,
         );
         let mut record = Record { labels: &self.labels, started: Instant::now(), outcome: "cancelled" };
-        let result = self.acquire_inner(wait, marker, rule, take_turn, span.clone()).instrument(span).await;
+        let mut progress = Progress::new(events);
+        let result = self
+            .acquire_inner(wait, marker, rule, take_turn, span.clone(), &mut progress)
+            .instrument(span)
+            .await;
         record.outcome = match (&result, wait) {
             (Ok(Some(_)), _) => "acquired",
             (Ok(None), Wait::Try) => "busy",
@@ -226,6 +250,10 @@ impl LockCore {
             (Err(Error::Timeout(_)), _) => "timeout",
             (Err(_), _) => "error",
         };
+        if !progress.total_delay().is_zero() {
+            self.labels.lock_delay(progress.total_delay());
+        }
+        progress.end(end_event(&result, matches!(wait, Wait::Try)));
         result
     }
 
@@ -236,6 +264,7 @@ impl LockCore {
         rule: &dyn Admission,
         take_turn: bool,
         span: tracing::Span,
+        progress: &mut Progress<'_>,
     ) -> Result<Option<LockGuard>> {
         let deadline = match wait {
             Wait::Forever => None,
@@ -275,7 +304,7 @@ impl LockCore {
             };
             let conn = conn?;
             span.record("generation", conn.generation);
-            match self.attempt(&conn, wait, deadline, marker, rule, &span).await {
+            match self.attempt(&conn, wait, deadline, marker, rule, &span, progress).await {
                 Ok(Attempt::Admitted(entry)) => return Ok(Some(self.hold(entry, turn))),
                 Ok(Attempt::NotFree) => return Ok(None),
                 Ok(Attempt::OutOfTime) => return self.gave_up(wait),
@@ -284,6 +313,7 @@ impl LockCore {
                         generation = conn.generation,
                         "the session expired while queued; queueing again on the new session"
                     );
+                    progress.requeued(conn.generation + 1);
                 }
                 Err(Error::SessionExpired) => return Err(Error::SessionClosed),
                 // A close deletes our node and ends the client under us: whatever the wait
@@ -324,6 +354,7 @@ impl LockCore {
     /// One try on one session: join, then wait (or decide at once), within the deadline. Our
     /// node is left before this returns anything but `Admitted`; a leave cut short by the
     /// deadline goes on in the background.
+    #[allow(clippy::too_many_arguments)] // the acquire's inputs, passed down as they are
     async fn attempt(
         &self,
         conn: &Conn,
@@ -332,6 +363,7 @@ impl LockCore {
         marker: &str,
         rule: &dyn Admission,
         span: &tracing::Span,
+        progress: &mut Progress<'_>,
     ) -> Result<Attempt> {
         // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
         let Some(joined) = by_deadline(deadline, self.queue.join(conn, marker, &self.data)).await else {
@@ -356,8 +388,10 @@ impl LockCore {
                 Err(e) => Err(e),
             },
             (Ok(Attempt::Admitted(())), _) => {
-                let waiting =
-                    self.queue.wait_turn(&mut entry, rule, children).instrument(tracing::debug_span!("wait"));
+                let waiting = self
+                    .queue
+                    .wait_turn(&mut entry, rule, children, progress)
+                    .instrument(tracing::debug_span!("wait"));
                 match by_deadline(deadline, waiting).await {
                     Some(result) => result.map(|()| Attempt::Admitted(())),
                     None => Ok(Attempt::OutOfTime),
@@ -414,6 +448,19 @@ impl LockCore {
             }
         }
         Ok(sent)
+    }
+}
+
+/// The event that ends an acquire with `result` (`tried`: a try, for which `None` means busy).
+pub(crate) fn end_event(result: &Result<Option<LockGuard>>, tried: bool) -> QueueEvent {
+    match result {
+        Ok(Some(guard)) => {
+            let node = guard.node_path().rsplit('/').next().unwrap_or_default().to_string();
+            QueueEvent::Acquired { node, fencing_token: guard.fencing_token() }
+        }
+        Ok(None) if tried => QueueEvent::GaveUp { reason: GiveUpReason::Busy },
+        Ok(None) | Err(Error::Timeout(_)) => QueueEvent::GaveUp { reason: GiveUpReason::TimedOut },
+        Err(_) => QueueEvent::GaveUp { reason: GiveUpReason::Failed },
     }
 }
 

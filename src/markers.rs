@@ -4,6 +4,10 @@
 /// The data a revoker writes into a holder's node (Curator's `RevocationSpec` value).
 pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 
+/// The data a clean release writes into our node in the transaction that deletes it, when the
+/// lock delay is on (`Conn::send_delete`): waiters see a data change rather than a deletion.
+pub(crate) const RELEASED: &[u8] = b"__RELEASED__";
+
 /// A mutex's, a semaphore mutex's and a leader selector's nodes: `_c_<uuid>-lock-<seq>`.
 pub(crate) const LOCK: &str = "lock-";
 /// A leader latch's nodes: `_c_<uuid>-latch-<seq>`.

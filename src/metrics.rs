@@ -70,6 +70,21 @@ impl Labels {
         metrics::histogram!("zk_recipes_hold_seconds", self.with(None)).record(held.as_secs_f64());
     }
 
+    /// A revocation request reached a revocable hold (`requested`), or a hold that heard one
+    /// was released before it was lost (`honoured`).
+    pub fn revocation(&self, event: &'static str) {
+        metrics::counter!(
+            "zk_recipes_revocations_total",
+            self.with(Some(Label::from_static_parts("event", event)))
+        )
+        .increment(1);
+    }
+
+    /// An acquire waited out the lock delay (`LockOptions::lock_delay`) for `waited`.
+    pub fn lock_delay(&self, waited: Duration) {
+        metrics::histogram!("zk_recipes_lock_delay_seconds", self.with(None)).record(waited.as_secs_f64());
+    }
+
     pub fn lost(&self, cause: &'static str) {
         metrics::counter!(
             "zk_recipes_holds_lost_total",

@@ -217,6 +217,23 @@ fn text_order_key(seq: i32) -> (u8, u32, u8, u8) {
 
 /// The suffix ZooKeeper writes for `seq`: Java's `%010d`, which Rust's `{:010}` matches (the
 /// sign counts in the width): `0000000042`, `-000000005`, `-2147483648`.
+/// A queue node's data as `(participant id, proclaimed value)`: `<id>` or `<id>\n<value>`.
+pub(crate) fn split_data(data: &[u8]) -> (String, Vec<u8>) {
+    match data.iter().position(|b| *b == b'\n') {
+        Some(at) => (String::from_utf8_lossy(&data[..at]).into_owned(), data[at + 1..].to_vec()),
+        None => (String::from_utf8_lossy(data).into_owned(), Vec::new()),
+    }
+}
+
+/// What a participant `id` that proclaimed `value` stores in its node (see [`split_data`]).
+pub(crate) fn join_data(id: &str, value: &[u8]) -> Vec<u8> {
+    let mut data = Vec::with_capacity(id.len() + 1 + value.len());
+    data.extend_from_slice(id.as_bytes());
+    data.push(b'\n');
+    data.extend_from_slice(value);
+    data
+}
+
 #[cfg(test)] // the reference the allocation-free code is tested against
 pub(crate) fn sequence_text(seq: i32) -> String {
     format!("{seq:010}")

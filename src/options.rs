@@ -19,6 +19,7 @@ pub struct LockOptions {
     pub(crate) revocable: bool,
     pub(crate) watch_own_node: bool,
     pub(crate) max_hold: Option<std::time::Duration>,
+    pub(crate) lock_delay: Option<std::time::Duration>,
 }
 
 impl Default for LockOptions {
@@ -32,6 +33,7 @@ impl Default for LockOptions {
             revocable: false,
             watch_own_node: true,
             max_hold: None,
+            lock_delay: None,
         }
     }
 }
@@ -113,6 +115,31 @@ impl LockOptions {
     /// checks its writes with the fencing token.
     pub fn max_hold(mut self, limit: std::time::Duration) -> LockOptions {
         self.max_hold = Some(limit);
+        self
+    }
+
+    /// The lock delay (default: none), as Consul's: a waiter that saw a node ahead of it
+    /// vanish without a clean release (its session expired: its owner may be a paused process
+    /// that still writes) waits `delay` more, from the moment it learned of it, before its
+    /// acquire returns. It keeps its place at the head meanwhile, so nobody else enters either.
+    /// After a clean release it enters at once. The acquire reports the wait
+    /// ([`crate::QueueEvent::LockDelay`]) and records it in `zk_recipes_lock_delay_seconds`.
+    ///
+    /// **Set it on every contender of the path.** A release tells waiters it is clean by
+    /// writing a marker into its node in the transaction that deletes it, and only holders
+    /// with the lock delay on do that; they also mark a waiter's leaving (a timeout). So a
+    /// waiter with the delay on waits after every release of a contender without it, and of
+    /// every Curator or kazoo contender (they never mark), as it does after an expiry. A
+    /// waiter behind a marked release lists the queue again before it enters (one more round
+    /// trip per handoff than without the delay), whatever its own options. A hold that ends at
+    /// its [`LockOptions::max_hold`] is not a clean release: the next holder waits.
+    ///
+    /// What counts is what the waiter saw: a node already gone when it joined (or when its own
+    /// session was renewed) imposes no delay, unlike Consul's, which the server applies to the
+    /// key. A node that vanished while the waiter could not watch it (gone before its watch was
+    /// set, or during a connection loss) counts as unclean. A zero `delay` turns it off.
+    pub fn lock_delay(mut self, delay: std::time::Duration) -> LockOptions {
+        self.lock_delay = Some(delay).filter(|d| !d.is_zero());
         self
     }
 

@@ -3,6 +3,7 @@
 use zookeeper_client::MultiReadResult;
 
 use crate::error::{Error, Result};
+use crate::naming::split_data;
 use crate::queue::{Admission, Decision, Queue};
 
 /// One contender in a queue, as `participants()` reports it.
@@ -70,21 +71,4 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
             }
         })
         .collect())
-}
-
-/// A queue node's data as `(participant id, proclaimed value)`: `<id>` or `<id>\n<value>`.
-pub(crate) fn split_data(data: &[u8]) -> (String, Vec<u8>) {
-    match data.iter().position(|b| *b == b'\n') {
-        Some(at) => (String::from_utf8_lossy(&data[..at]).into_owned(), data[at + 1..].to_vec()),
-        None => (String::from_utf8_lossy(data).into_owned(), Vec::new()),
-    }
-}
-
-/// What a participant `id` that proclaimed `value` stores in its node (see [`split_data`]).
-pub(crate) fn join_data(id: &str, value: &[u8]) -> Vec<u8> {
-    let mut data = Vec::with_capacity(id.len() + 1 + value.len());
-    data.extend_from_slice(id.as_bytes());
-    data.push(b'\n');
-    data.extend_from_slice(value);
-    data
 }

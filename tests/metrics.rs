@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::within;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use zk_recipes::{InterProcessMutex, LeaderLatch, LockOptions, LockStatus};
+use zk_recipes::{InterProcessMutex, LeaderLatch, Lock, LockOptions, LockStatus};
 
 type Key = (String, Vec<(String, String)>);
 
@@ -92,7 +92,36 @@ async fn metrics_count_the_work_done() {
     within("the latch leads", latch.await_leadership()).await.unwrap();
     latch.close().await;
 
+    // A revocation request reaches a revocable holder, which then releases: honoured.
+    let fleet = LockOptions::new().metrics_role("fleet").revocable(true);
+    let revocable = InterProcessMutex::with_options(&session, "/m/revoke", fleet).unwrap();
+    let held = revocable.acquire().await.unwrap();
+    let mut status = held.status();
+    zk_recipes::request_revocation(&session, held.node_path()).await.unwrap();
+    within("revocation", status.wait_for(|s| *s == LockStatus::RevocationRequested)).await.unwrap();
+    held.release().await.unwrap();
+
+    // The lock delay: a hold that ends at its limit is no clean release; the next one waits.
+    let delayed = || LockOptions::new().metrics_role("delayed").lock_delay(Duration::from_millis(200));
+    let limited = delayed().max_hold(Duration::from_secs(2));
+    let first = InterProcessMutex::with_options(&session, "/m/delay", limited).unwrap();
+    let second = InterProcessMutex::with_options(&session, "/m/delay", delayed()).unwrap();
+    let ended = first.acquire().await.unwrap();
+    let mut delays = 0;
+    let mut count =
+        |e: &zk_recipes::QueueEvent| delays += matches!(e, zk_recipes::QueueEvent::LockDelay { .. }) as usize;
+    let next =
+        within("the next holder", second.acquire_with_events(None, &mut count)).await.unwrap().unwrap();
+    next.release().await.unwrap();
+    drop(ended);
+    assert_eq!(delays, 1, "the next holder was queued before the limit passed");
+
     let snap = snapshot(&snapshotter);
+    let fleet = |event: &'static str| [("recipe", "mutex"), ("role", "fleet"), ("event", event)];
+    assert_eq!(counter(&snap, "zk_recipes_revocations_total", &fleet("requested")), 1, "{snap:#?}");
+    assert_eq!(counter(&snap, "zk_recipes_revocations_total", &fleet("honoured")), 1, "{snap:#?}");
+    let delayed = [("recipe", "mutex"), ("role", "delayed")];
+    assert_eq!(samples(&snap, "zk_recipes_lock_delay_seconds", &delayed), 1, "{snap:#?}");
     let latch_labels = [("recipe", "leader-latch"), ("role", "jobs"), ("outcome", "acquired")];
     assert_eq!(counter(&snap, "zk_recipes_acquires_total", &latch_labels), 1, "{snap:#?}");
     assert_eq!(samples(&snap, "zk_recipes_hold_seconds", &[("recipe", "leader-latch"), ("role", "jobs")]), 1);

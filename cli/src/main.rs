@@ -142,6 +142,12 @@ struct LockArgs {
     /// must give the same N.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     limit: Option<u32>,
+    /// When the holder ahead vanished without releasing (its session expired: it may be a
+    /// paused process that still writes), wait this much longer before taking the lock, as
+    /// Consul's lock-delay. Give it to every zklock on the path: a release without it (or by
+    /// Curator or kazoo) counts as unclean. Default: off.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    lock_delay: Option<Duration>,
     /// The lock path, e.g. /locks/orders.
     lockpath: String,
 }
@@ -365,17 +371,15 @@ async fn acquire(
     stops: &mut Stops,
 ) -> Result<(zk::Lock, LockGuard), Failure> {
     let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
-    let options = LockOptions::new().participant_id(id.clone()).format(cli.format());
+    let mut options = LockOptions::new().participant_id(id.clone()).format(cli.format());
+    if let Some(delay) = args.lock_delay {
+        options = options.lock_delay(delay);
+    }
     zk::refuse_other_recipes(conn, &args.lockpath, args.kind(), cli.format()).await?;
     let lock = zk::lock(conn, &args.lockpath, args.kind(), options)?;
     let progress = Progress::new(cli.verbose);
-    let waiting = progress.while_waiting(
-        &args.lockpath,
-        &id,
-        lock.acquire(args.wait()),
-        || lock.participants(),
-        conn.raw()?,
-    );
+    let mut report = |event: &zk_recipes::QueueEvent| progress.event(&args.lockpath, event);
+    let waiting = lock.acquire(args.wait(), &mut report);
     let got = tokio::select! {
         got = waiting => got?,
         code = stops.next() => {

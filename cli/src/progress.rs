@@ -1,9 +1,10 @@
 //! The live "waiting for /locks/x: 3 ahead" line on stderr.
 //!
-//! No polling: the queue is listed once, then zklock watches the holder's node and our
-//! predecessor's (one-shot `exists` watches on the current raw client), and lists again only
-//! when one of them fires. With 1,000 waiters that is a constant number of requests each per
-//! change at the head of the queue, not a listing every half second.
+//! For a lock, the line follows the acquire's own queue events ([`Progress::event`]): no
+//! request of its own but one read of the holder's id per change, and no polling. An election
+//! has no such events: [`Progress::while_waiting`] lists the queue once, then watches the
+//! holder's node and our predecessor's (one-shot `exists` watches on the current raw client),
+//! and lists again only when one of them fires.
 
 use std::future::Future;
 use std::io::{IsTerminal, Write};
@@ -48,6 +49,28 @@ impl Progress {
         if self.enabled() {
             self.done();
             let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+
+    /// Shows what an acquire of `path` reports.
+    pub fn event(&self, path: &str, event: &zk_recipes::QueueEvent) {
+        use zk_recipes::QueueEvent as E;
+        if !self.enabled() {
+            return;
+        }
+        let holder = |holder: &Option<String>| holder.clone().unwrap_or_else(|| "?".into());
+        match event {
+            E::Queued { ahead, holder: h, .. } | E::MovedUp { ahead, holder: h, .. } => {
+                self.show(&format!("waiting for {path}: {ahead} ahead (holder: {})", holder(h)))
+            }
+            E::Requeued { generation, .. } => self.show(&format!(
+                "waiting for {path}: the session expired; queued again (generation {generation})"
+            )),
+            E::LockDelay { wait, vanished, .. } => self.show(&format!(
+                "waiting for {path}: lock delay of {} ({vanished} vanished without a clean release)",
+                humantime::format_duration(*wait)
+            )),
+            _ => self.done(),
         }
     }
 

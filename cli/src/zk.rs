@@ -7,7 +7,7 @@ use tokio::sync::watch;
 use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
     ConnectOptions, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions,
-    LeaderLatch, LockGuard, LockOptions, NodeFormat, Participant, Session, TlsConfig,
+    LeaderLatch, Lock as _, LockGuard, LockOptions, NodeFormat, Participant, QueueEvent, Session, TlsConfig,
 };
 
 use crate::exit::{self, Failure};
@@ -97,20 +97,28 @@ pub fn lock(conn: &Conn, path: &str, kind: Kind, options: LockOptions) -> Result
 }
 
 impl Lock {
-    pub async fn acquire(&self, wait: Wait) -> zk_recipes::Result<Option<LockGuard>> {
+    /// Acquires, reporting progress to `events` (a try has none to report).
+    pub async fn acquire(
+        &self,
+        wait: Wait,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> zk_recipes::Result<Option<LockGuard>> {
+        let timeout = match wait {
+            Wait::Try => None,
+            Wait::For(t) => Some(t),
+            Wait::Forever => None,
+        };
         match (self, wait) {
             (Lock::Mutex(m), Wait::Try) => m.try_acquire().await,
-            (Lock::Mutex(m), Wait::For(t)) => m.acquire_timeout(t).await,
-            (Lock::Mutex(m), Wait::Forever) => m.acquire().await.map(Some),
+            (Lock::Mutex(m), _) => m.acquire_with_events(timeout, events).await,
             (Lock::Rw { lock, read: true }, Wait::Try) => lock.try_read().await,
-            (Lock::Rw { lock, read: true }, Wait::For(t)) => lock.read_timeout(t).await,
-            (Lock::Rw { lock, read: true }, Wait::Forever) => lock.read().await.map(Some),
+            (Lock::Rw { lock, read: true }, _) => lock.read_lock().acquire_with_events(timeout, events).await,
             (Lock::Rw { lock, read: false }, Wait::Try) => lock.try_write().await,
-            (Lock::Rw { lock, read: false }, Wait::For(t)) => lock.write_timeout(t).await,
-            (Lock::Rw { lock, read: false }, Wait::Forever) => lock.write().await.map(Some),
+            (Lock::Rw { lock, read: false }, _) => {
+                lock.write_lock().acquire_with_events(timeout, events).await
+            }
             (Lock::Limit(s), Wait::Try) => s.try_acquire().await,
-            (Lock::Limit(s), Wait::For(t)) => s.acquire_timeout(t).await,
-            (Lock::Limit(s), Wait::Forever) => s.acquire().await.map(Some),
+            (Lock::Limit(s), _) => s.acquire_with_events(1, timeout, events).await,
         }
     }
 

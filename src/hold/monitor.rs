@@ -82,6 +82,9 @@ impl Monitor {
     /// revocation request while it waited (`revoked`) and the hold is `revocable`.
     pub fn new(policy: LossPolicy, revocable: bool, revoked: bool, labels: Labels) -> Monitor {
         let revoked = revoked && revocable;
+        if revoked {
+            labels.revocation("requested");
+        }
         let first = if revoked { LockStatus::RevocationRequested } else { LockStatus::Held };
         let (status, _) = watch::channel(first);
         Monitor {
@@ -116,6 +119,9 @@ impl Monitor {
     pub fn begin_release(&self) {
         if !self.releasing.swap(true, Ordering::SeqCst) {
             self.labels.held(self.acquired.elapsed());
+            if self.revoked.load(Ordering::SeqCst) && self.current() != LockStatus::Lost {
+                self.labels.revocation("honoured");
+            }
         }
     }
 
@@ -177,6 +183,7 @@ impl Monitor {
     pub(super) fn data_changed(&self, node: &Node, data: &[u8]) {
         if data == REVOKE && self.revocable && !self.revoked.swap(true, Ordering::SeqCst) {
             tracing::info!(node = %node.path, "revocation requested");
+            self.labels.revocation("requested");
             if self.current() == LockStatus::Held {
                 self.set(node, LockStatus::RevocationRequested);
             }

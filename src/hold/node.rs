@@ -9,4 +9,6 @@ pub(super) struct Node {
     pub(super) root: LockPath,
     pub(super) path: String,
     pub(super) czxid: i64,
+    /// Whether our releases say they are clean (the lock delay is on: `Conn::send_delete`).
+    pub(super) marks_release: bool,
 }

@@ -14,8 +14,6 @@
 //! * The own-node watch and the listener registration are let go only after the delete is done
 //!   (`forget_node`), so that our delete consumes the watch.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +21,7 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use super::held::Hold;
 use crate::error::{Error, Result};
+use crate::session::DeleteFuture;
 use crate::status::LockStatus;
 use crate::util::on_connection_loss;
 
@@ -32,23 +31,26 @@ fn release_patience(client: &Client) -> Duration {
     client.session_timeout().max(Duration::from_secs(1))
 }
 
-/// A delete of a held node as the client returns it (sent already).
-type DeleteFuture = Pin<Box<dyn Future<Output = std::result::Result<(), ZkError>> + Send>>;
-
 /// A delete sent by [`Hold::send_delete`], to be awaited by [`Hold::finish_delete`].
 pub(crate) struct SentDelete {
     was_lost: bool,
+    /// Whether it says it is clean (see `Conn::send_delete`).
+    marked: bool,
     first: DeleteFuture,
 }
 
 impl Hold {
     /// Sends the delete of our node now: any later request of this session (the next acquire's
-    /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`].
-    pub fn send_delete(self: &Arc<Self>) -> SentDelete {
+    /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`]. A
+    /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
+    /// delay, when ours is on.
+    pub fn send_delete(self: &Arc<Self>, clean: bool) -> SentDelete {
         self.monitor.begin_release();
+        let marked = clean && self.node.marks_release;
         SentDelete {
             was_lost: self.current_status() == LockStatus::Lost,
-            first: Box::pin(self.client().delete(self.path(), None)),
+            marked,
+            first: self.node.conn.send_delete(self.path(), marked),
         }
     }
 
@@ -63,7 +65,7 @@ impl Hold {
     /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
     pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
-        let SentDelete { was_lost, first } = sent;
+        let SentDelete { was_lost, marked, first } = sent;
         let (conn, path) = (&self.node.conn, self.path());
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
@@ -74,7 +76,7 @@ impl Hold {
             attempts += 1;
             let resend: DeleteFuture = match first.take() {
                 Some(sent) => sent,
-                None => Box::pin(conn.client.delete(path, None)),
+                None => conn.send_delete(path, marked),
             };
             resend
         });
@@ -97,7 +99,7 @@ impl Hold {
             Err(_) => {
                 let (conn, path, hold) = (conn.clone(), path.to_string(), self.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    conn.delete_quietly(&path).await;
+                    conn.delete_quietly_marked(&path, marked).await;
                     hold.forget_node();
                 });
                 return Err(Error::ConnectionLoss { op: "delete", path: self.path().to_string() });
@@ -119,7 +121,8 @@ impl Hold {
         }
         tracing::info!(node = %self.path(), "maximum hold passed; ending the hold");
         self.monitor.lose(&self.node, "max_hold");
-        let sent = self.send_delete();
+        // Not clean: the holder may still be at work (it is told, but may not have stopped).
+        let sent = self.send_delete(false);
         // The status was `Lost` when the delete was sent, so the answer is always `LockLost`
         // (or a connection loss, the delete going on in the background): nothing to report.
         if let Err(e) = self.finish_delete(sent).await {
@@ -152,7 +155,7 @@ pub(crate) struct PendingRelease {
 impl PendingRelease {
     /// Sends the delete of `hold`'s node.
     pub fn new(hold: Arc<Hold>) -> PendingRelease {
-        let sent = hold.send_delete();
+        let sent = hold.send_delete(true);
         PendingRelease { hold, sent: Some(sent) }
     }
 
@@ -198,9 +201,10 @@ struct ResumeOnDrop {
 impl Drop for ResumeOnDrop {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
-            let (conn, path) = (hold.node.conn.clone(), hold.path().to_string());
+            let (conn, path, marked) =
+                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release);
             hold.janitor.clone().spawn("cancelled release", async move {
-                conn.delete_quietly(&path).await;
+                conn.delete_quietly_marked(&path, marked).await;
                 hold.forget_node();
             });
         }

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::format::NodeFormat;
 use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, QueueStats};
 use crate::markers::{LATCH, LOCK};
+use crate::naming::split_data;
 use crate::options::LockOptions;
-use crate::participants::split_data;
 use crate::session::Session;
 
 /// How long the observer waits before it reads again after an error it can't act on (a refused

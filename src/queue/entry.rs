@@ -229,6 +229,9 @@ pub(crate) struct Entry {
     pub revoke_requested: bool,
     /// Our node's data (the participant id), for rewriting it unchanged.
     pub data: Vec<u8>,
+    /// Whether our delete says it is clean (the queue's lock delay is on; see
+    /// `Conn::send_delete`).
+    pub marks_release: bool,
     janitor: Janitor,
     armed: bool,
 }
@@ -247,6 +250,7 @@ impl Entry {
             own: OwnNodeWatch::default(),
             revoke_requested: false,
             data: Vec::new(),
+            marks_release: false,
             janitor: janitor.clone(),
             armed: true,
         }
@@ -291,7 +295,8 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let result = match on_connection_loss(|| self.conn.client.delete(&self.path, None)).await {
+        let marked = self.marks_release;
+        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -314,6 +319,7 @@ impl Entry {
             own: self.own.event.take(),
             follow_own: self.own.follow,
             revoked: self.revoke_requested,
+            marks_release: self.marks_release,
         }
     }
 }
@@ -326,6 +332,7 @@ pub(crate) struct EntryParts {
     pub own: Option<PendingEvent>,
     pub follow_own: bool,
     pub revoked: bool,
+    pub marks_release: bool,
 }
 
 impl Drop for Entry {
@@ -333,12 +340,12 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
+        let (conn, path, marked) = (self.conn.clone(), std::mem::take(&mut self.path), self.marks_release);
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.event.take();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly(&path).await;
+            conn.delete_quietly_marked(&path, marked).await;
             drop(own);
         });
     }

@@ -20,6 +20,7 @@
 //!   node ahead, and ZooKeeper's in-order events say whether our node was deleted first.
 
 mod entry;
+mod events;
 mod rule;
 mod stats;
 
@@ -28,6 +29,8 @@ use std::sync::Arc;
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
 pub(crate) use self::entry::{Entry, EntryParts, OwnEvent, PendingCreate, PendingEvent};
+pub use self::events::{GiveUpReason, QueueEvent};
+pub(crate) use self::events::{Progress, Sink};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
@@ -59,6 +62,10 @@ pub(crate) struct Queue {
     /// was the head proceed without listing again. Without it, a waiter lists again after every
     /// wake-up, and an uncontended acquire costs only the create and the listing.
     watch_own: bool,
+    /// The lock delay (`LockOptions::lock_delay`): a waiter that saw a node ahead vanish
+    /// without a clean release waits this long before it enters, and our own deletes say they
+    /// are clean (see `Conn::send_delete`).
+    lock_delay: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -86,7 +93,14 @@ impl Queue {
             counters: Arc::default(),
             root_data: None,
             watch_own: true,
+            lock_delay: None,
         }
+    }
+
+    /// Sets the lock delay (see the field's docs); `None` or zero turns it off.
+    pub fn with_lock_delay(mut self, delay: Option<std::time::Duration>) -> Queue {
+        self.lock_delay = delay.filter(|d| !d.is_zero());
+        self
     }
 
     /// Uses `acls` (when given) for every node the queue creates, parents included.
@@ -329,6 +343,7 @@ impl Queue {
                         &self.janitor,
                     );
                     entry.data = data.to_vec();
+                    entry.marks_release = self.lock_delay.is_some();
                     pending.disarm();
                     if self.watch_own {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
@@ -376,6 +391,7 @@ impl Queue {
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
                     let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
                     entry.data = data.to_vec();
+                    entry.marks_release = self.lock_delay.is_some();
                     pending.disarm();
                     if self.watch_own {
                         entry.watch_self().await?;
@@ -412,7 +428,7 @@ impl Queue {
     }
 
     /// Waits until `rule` admits our entry, starting from `children` (a listing made after our
-    /// node was created).
+    /// node was created), reporting to `progress` and keeping the lock delay's account there.
     ///
     /// # Cancel safety
     /// Cancel-safe: the entry is borrowed and stays intact; only the watch on the node ahead is
@@ -422,25 +438,29 @@ impl Queue {
         entry: &mut Entry,
         rule: &dyn Admission,
         children: Vec<String>,
+        progress: &mut Progress<'_>,
     ) -> Result<()> {
         let mut children = children;
         // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
         let mut seen = std::collections::HashMap::new();
         loop {
-            let (watched, decision) = {
+            let (watched, decision, report) = {
                 let (queue, me, decision) = self.decide(entry, rule, &children)?;
                 let watched: Vec<String> = match decision {
                     Decision::Proceed => {
                         tracing::debug!(position = me, "admitted");
+                        self.hold_back(entry, progress).await?;
                         return self.admitted(entry, rule, &queue, me).await;
                     }
-                    Decision::Wait { on, .. } => vec![self.root.child(&queue[on].name)],
-                    Decision::WaitAny { upto } => {
-                        queue[..upto].iter().map(|n| self.root.child(&n.name)).collect()
-                    }
+                    Decision::Wait { on, .. } => vec![queue[on].name.clone()],
+                    Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
                 };
                 tracing::debug!(position = me, watching = watched.len(), "waiting");
-                (watched, decision)
+                let report = match progress.listening() {
+                    true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
+                    false => None,
+                };
+                (watched, decision, report)
             };
             // A waiter keeps only what it watches: with many waiters in one process, each
             // keeping its listing (and the queue parsed from it) would cost memory quadratic in
@@ -453,13 +473,13 @@ impl Queue {
                     (entry.own.event, entry.own.check) = (Some(event), Some(check));
                 }
             }
-            let woke = self.until_any_gone(entry, &watched, &mut seen).await?;
+            let woke = self.until_any_gone(entry, &watched, &mut seen, report, progress).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are
             // behind us, so we are the head now, if our own node still exists (someone may have
             // deleted it in an earlier transaction; then we must not enter). The watch on our
             // own node, set before the one on the node ahead, tells us without a request while
             // it vouches (see `OwnCheck`); else we read our node again.
-            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted) = (decision, woke) {
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted(at)) = (decision, woke) {
                 match entry::fired(&mut entry.own.event) {
                     Some(OwnEvent::Deleted) => return Err(entry.gone()),
                     Some(OwnEvent::Session(state)) => return Err(session_error(state)),
@@ -475,9 +495,70 @@ impl Queue {
                     }
                 }
                 self.counters.bump(Count::RelistSaved);
-                return Ok(());
+                if let Some(delay) = self.lock_delay {
+                    progress.vanished_unclean(delay, &watched[at]);
+                }
+                return self.hold_back(entry, progress).await;
             }
             children = self.list_on(&entry.conn).await?;
+            if let Some(delay) = self.lock_delay {
+                // A watched node that is gone left without a clean release, unless its data
+                // change is what woke us: a clean release is a data change and a delete in one
+                // transaction (see `Conn::send_delete`).
+                for (i, name) in watched.iter().enumerate() {
+                    if woke != Woke::Changed(Some(i)) && !children.contains(name) {
+                        progress.vanished_unclean(delay, name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reports a wait with `ahead` nodes in front of ours (`Queued` when `first`, else
+    /// `MovedUp`), with the participant id of the head of the queue.
+    fn report_wait(
+        &self,
+        node: &str,
+        progress: &mut Progress<'_>,
+        (first, ahead): (bool, usize),
+        holder: Option<String>,
+        watching: &str,
+    ) {
+        let watching = watching.to_string();
+        progress.reported(ahead);
+        progress.emit(if first {
+            QueueEvent::Queued { node: node.to_string(), ahead, watching, holder }
+        } else {
+            QueueEvent::MovedUp { ahead, watching, holder }
+        });
+    }
+
+    /// The lock delay: when a node ahead of ours vanished without a clean release, waits out
+    /// the rest of the delay before entering, still watching our own node (its deletion, or
+    /// the session's end, is an error as in any wait).
+    async fn hold_back(&self, entry: &mut Entry, progress: &mut Progress<'_>) -> Result<()> {
+        let Some((until, vanished)) = progress.delay() else { return Ok(()) };
+        let wait = until.saturating_duration_since(std::time::Instant::now());
+        tracing::info!(
+            vanished,
+            wait_ms = wait.as_millis() as u64,
+            "lock delay: a node ahead vanished without a clean release"
+        );
+        let event = QueueEvent::LockDelay { wait, vanished: vanished.to_string() };
+        progress.delayed(wait);
+        progress.emit(event);
+        let sleep = tokio::time::sleep_until(until.into());
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                biased;
+                event = own_event(&mut entry.own.event) => match event {
+                    OwnEvent::Deleted => return Err(entry.gone()),
+                    OwnEvent::Session(state) => return Err(session_error(state)),
+                    OwnEvent::Changed => entry.watch_self().await?,
+                },
+                () = &mut sleep => return Ok(()),
+            }
         }
     }
 
@@ -500,8 +581,9 @@ impl Queue {
         Ok(())
     }
 
-    /// Waits until one of the nodes at `paths` is deleted (or its data changes), while watching
-    /// our own node too.
+    /// Waits until one of the nodes named `names` is deleted (or its data changes), while
+    /// watching our own node too; reports the wait (`report`: first of its attempt, how many
+    /// ahead, the head's name) once the watches are set.
     ///
     /// A change made between our listing and our watch would be missed by the watch, so a node
     /// whose data changed after our node was created (and after the last change we already
@@ -509,15 +591,20 @@ impl Queue {
     async fn until_any_gone(
         &self,
         entry: &mut Entry,
-        paths: &[String],
+        names: &[String],
         seen: &mut std::collections::HashMap<String, i64>,
+        report: Option<(bool, usize, String)>,
+        progress: &mut Progress<'_>,
     ) -> Result<Woke> {
         let client = entry.conn.client.clone();
+        let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
         let requests: Vec<_> = paths.iter().map(|p| client.get_and_watch_data(p)).collect();
+        // The head's participant id, for a report: read behind the watches.
+        let head = report.as_ref().map(|(_, _, head)| client.get_data(&self.root.child(head)));
         let mut watchers = Vec::with_capacity(paths.len());
         let mut changed = false;
-        for (request, path) in requests.into_iter().zip(paths) {
+        for (at, (request, path)) in requests.into_iter().zip(&paths).enumerate() {
             match request.await {
                 Ok((_, stat, watcher)) => {
                     let accounted = seen.get(path).copied().unwrap_or(entry.czxid);
@@ -527,21 +614,26 @@ impl Queue {
                     }
                     watchers.push(Box::pin(watcher.changed()));
                 }
-                Err(ZkError::NoNode) => return Ok(Woke::Deleted),
+                Err(ZkError::NoNode) => return Ok(Woke::Deleted(at)),
                 Err(e) if crate::error::is_connection_loss(&e) => {
                     // Watches are re-armed by looking again once the client is back.
-                    return Ok(Woke::Changed);
+                    return Ok(Woke::Changed(None));
                 }
                 Err(e) => return Err(Error::from_zk("watch", path, e)),
             }
         }
+        if let (Some((first, ahead, _)), Some(head)) = (report, head) {
+            let holder = head.await.ok().map(|(data, _)| crate::naming::split_data(&data).0);
+            // Reported once we watch: whatever the caller does on hearing it, we will see.
+            self.report_wait(&entry.name, progress, (first, ahead), holder, &names[0]);
+        }
         if changed {
-            return Ok(Woke::Changed);
+            return Ok(Woke::Changed(None));
         }
         let any = std::future::poll_fn(|cx| {
-            for watcher in watchers.iter_mut() {
+            for (at, watcher) in watchers.iter_mut().enumerate() {
                 if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
-                    return std::task::Poll::Ready(event);
+                    return std::task::Poll::Ready((at, event));
                 }
             }
             std::task::Poll::Pending
@@ -556,15 +648,15 @@ impl Queue {
                     OwnEvent::Session(state) => return Err(session_error(state)),
                     OwnEvent::Changed => entry.watch_self().await?,
                 },
-                event = &mut any => return match event.event_type {
+                (at, event) = &mut any => return match event.event_type {
                     EventType::NodeDeleted => {
                         self.counters.bump(Count::Wakeup);
-                        Ok(Woke::Deleted)
+                        Ok(Woke::Deleted(at))
                     }
                     EventType::Session => Err(session_error(event.session_state)),
-                    // Its data changed (a waiter ahead was admitted, or a revocation request):
-                    // look again.
-                    _ => Ok(Woke::Changed),
+                    // Its data changed (a waiter ahead was admitted, a revocation request, or a
+                    // clean release with the lock delay on): look again.
+                    _ => Ok(Woke::Changed(Some(at))),
                 },
             }
         }
@@ -574,10 +666,11 @@ impl Queue {
 /// Why a waiter woke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Woke {
-    /// A watched node was deleted.
-    Deleted,
-    /// A watched node's data changed, or the watch could not be set: look again.
-    Changed,
+    /// The watched node at this index was deleted (or was gone when we went to watch it).
+    Deleted(usize),
+    /// The data of the watched node at this index changed; `None`: a change seen otherwise,
+    /// or the watch could not be set. Look again.
+    Changed(Option<usize>),
 }
 
 /// Awaits the own-node watch event, if one is armed; clears the slot once it fires.

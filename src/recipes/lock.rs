@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
+use crate::lock_core::{end_event, QueueEvent};
 
 /// The common face of the exclusive locks: [`crate::InterProcessMutex`],
 /// [`crate::InterProcessSemaphoreMutex`], both sides of [`crate::InterProcessReadWriteLock`]
@@ -50,6 +51,54 @@ pub trait Lock: Send + Sync + std::fmt::Debug {
     /// Cancel-safe.
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>>;
 
+    /// Waits until the lock is held, at most `timeout` when one is given (`Ok(None)` when it
+    /// passes), and reports its progress to `events` as it goes: queued (how many are ahead,
+    /// the node it watches, the holder's participant id), moved up, queued again after an
+    /// expiry, the lock delay, then acquired (with the fencing token) or gave up (why). See
+    /// [`QueueEvent`] for the order.
+    ///
+    /// `events` is called inline, from this future, in order: keep it short (push to a
+    /// channel, update a progress line). Reporting the holder costs one read per `Queued` or
+    /// `MovedUp` event; nothing else is sent for events, and the other acquires do no work for
+    /// them. A multi-lock reports each member's events in turn. (For an implementation outside
+    /// this crate, the default reports only the end: acquired or gave up.)
+    ///
+    /// ```no_run
+    /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
+    /// use zk_recipes::{InterProcessMutex, Lock, QueueEvent};
+    /// let mutex = InterProcessMutex::new(&session, "/locks/orders")?;
+    /// let guard = mutex
+    ///     .acquire_with_events(None, &mut |event: &QueueEvent| match event {
+    ///         QueueEvent::Queued { ahead, holder, .. } => eprintln!("{ahead} ahead, held by {holder:?}"),
+    ///         QueueEvent::MovedUp { ahead, .. } => eprintln!("{ahead} ahead"),
+    ///         _ => {}
+    ///     })
+    ///     .await?
+    ///     .expect("no timeout: only an error ends the wait");
+    /// guard.release().await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As the recipe's `acquire` (its `acquire_timeout` with a timeout).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped future leaves no node behind, and reports
+    /// [`crate::GiveUpReason::Cancelled`] as it goes.
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        let got = match timeout {
+            Some(timeout) => self.acquire_timeout(timeout).await,
+            None => self.acquire().await.map(Some),
+        };
+        let end = end_event(&got, false);
+        events(&end);
+        got
+    }
+
     /// Resolves once every background cleanup this handle started (dropped acquires, dropped
     /// guards) has finished.
     ///
@@ -77,6 +126,13 @@ macro_rules! forward_lock {
             }
             async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
                 (**self).acquire_timeout(timeout).await
+            }
+            async fn acquire_with_events(
+                &self,
+                timeout: Option<Duration>,
+                events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+            ) -> Result<Option<LockGuard>> {
+                (**self).acquire_with_events(timeout, events).await
             }
         }
     )*};

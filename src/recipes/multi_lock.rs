@@ -9,6 +9,7 @@ use super::lock::Lock;
 use super::mutex::InterProcessMutex;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::lock_core::QueueEvent;
 use crate::session::Session;
 
 /// Several locks taken as one, as Curator's `InterProcessMultiLock`: any mix of
@@ -50,15 +51,21 @@ impl InterProcessMultiLock {
         self.members.iter().map(|m| m.lock_path()).collect()
     }
 
-    async fn take(&self, deadline: Option<Instant>, try_only: bool) -> Result<Option<LockGuard>> {
+    /// Takes every member in order; a member reports to `events` when given.
+    async fn take(
+        &self,
+        deadline: Option<Instant>,
+        try_only: bool,
+        mut events: Option<&mut (dyn for<'e> FnMut(&'e QueueEvent) + Send)>,
+    ) -> Result<Option<LockGuard>> {
         let mut held = Vec::with_capacity(self.members.len());
         for member in self.members.iter() {
-            let got = match (deadline, try_only) {
-                (_, true) => member.try_acquire().await,
-                (Some(deadline), false) => {
-                    member.acquire_timeout(deadline.saturating_duration_since(Instant::now())).await
-                }
-                (None, false) => member.acquire().await.map(Some),
+            let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+            let got = match (left, try_only, events.as_deref_mut()) {
+                (_, true, _) => member.try_acquire().await,
+                (left, false, Some(events)) => member.acquire_with_events(left, events).await,
+                (Some(left), false, None) => member.acquire_timeout(left).await,
+                (None, false, None) => member.acquire().await.map(Some),
             };
             match got {
                 Ok(Some(guard)) => held.push(guard),
@@ -93,7 +100,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// Cancel-safe: members already taken are released in the background, and no node is left.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.take(None, false).await?.ok_or_else(|| Error::Closed { path: self.paths().join(",") })
+        self.take(None, false, None).await?.ok_or_else(|| Error::Closed { path: self.paths().join(",") })
     }
 
     /// Takes every member only if all are free now.
@@ -104,7 +111,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`InterProcessMultiLock::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.take(None, true).await
+        self.take(None, true, None).await
     }
 
     /// Waits at most `timeout` for all members; `Ok(None)` has released every partial hold.
@@ -115,7 +122,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`InterProcessMultiLock::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.take(Some(Instant::now() + timeout), false).await
+        self.take(Some(Instant::now() + timeout), false, None).await
     }
 }
 
@@ -132,6 +139,13 @@ impl Lock for InterProcessMultiLock {
     }
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
         InterProcessMultiLock::acquire_timeout(self, timeout).await
+    }
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        self.take(timeout.map(|t| Instant::now() + t), false, Some(events)).await
     }
     async fn settled(&self) {
         for member in self.members.iter() {

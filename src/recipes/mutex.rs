@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Participant, QueueStats, Wait};
+use crate::lock_core::{LockCore, LockSpec, Participant, QueueEvent, QueueStats, Wait};
 use crate::options::LockOptions;
 use crate::path::LockPath;
 use crate::session::Session;
@@ -179,6 +179,13 @@ impl super::lock::Lock for InterProcessMutex {
     }
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
         InterProcessMutex::acquire_timeout(self, timeout).await
+    }
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        self.core.acquire_reporting(Wait::at_most(timeout), self.core.marker(), events).await
     }
     async fn settled(&self) {
         InterProcessMutex::settled(self).await

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats, Wait,
+    Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
+    QueueStats, Wait,
 };
 use crate::markers::{READ, WRITE, WRITER};
 use crate::options::LockOptions;
@@ -149,7 +150,7 @@ impl InterProcessReadWriteLock {
         debug_assert_eq!(dir, self.path().as_str());
         let keep = write.reenter()?;
         let rule = Downgrade { writer, writer_between: AtomicBool::new(false) };
-        let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false).await?;
+        let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false, None).await?;
         let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
         if rule.writer_between.load(Ordering::SeqCst) {
             tracing::debug!(path = %self.path(), "a writer is queued behind ours: the write node stays until the read is released");
@@ -294,6 +295,13 @@ impl super::lock::Lock for ReadLock {
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
         self.0.read_timeout(timeout).await
     }
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        self.0.read.acquire_reporting(Wait::at_most(timeout), self.0.read.marker(), events).await
+    }
     async fn settled(&self) {
         self.0.settled().await
     }
@@ -312,6 +320,13 @@ impl super::lock::Lock for WriteLock {
     }
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
         self.0.write_timeout(timeout).await
+    }
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        self.0.write.acquire_reporting(Wait::at_most(timeout), self.0.write.marker(), events).await
     }
     async fn settled(&self) {
         self.0.settled().await

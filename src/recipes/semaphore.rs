@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats, Wait,
+    Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode, QueueStats, Wait,
 };
 use crate::markers::LEASE as LEASE_MARKER;
 use crate::options::LockOptions;
@@ -239,6 +239,28 @@ impl InterProcessSemaphore {
     /// As [`InterProcessSemaphore::acquire_many`].
     pub async fn acquire_many_timeout(&self, leases: u32, timeout: Duration) -> Result<Option<LockGuard>> {
         self.acquire_with(leases, Wait::Until(Instant::now() + timeout)).await
+    }
+
+    /// Waits for `leases` leases, at most `timeout` when one is given (`Ok(None)` when it
+    /// passes), reporting its progress to `events` as [`crate::Lock::acquire_with_events`]
+    /// does: queued (how many leases' nodes are ahead, the first node it watches, the first
+    /// holder's participant id), moved up, queued again after an expiry, the lock delay, then
+    /// acquired or gave up.
+    ///
+    /// # Errors
+    /// As [`InterProcessSemaphore::acquire_many`].
+    ///
+    /// # Cancel safety
+    /// As [`InterProcessSemaphore::acquire_many`]; a dropped future reports
+    /// [`crate::GiveUpReason::Cancelled`].
+    pub async fn acquire_with_events(
+        &self,
+        leases: u32,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        let marker = self.prepare(leases)?;
+        self.core.acquire_reporting(Wait::at_most(timeout), &marker, events).await
     }
 
     /// Lease holders and waiters in order.

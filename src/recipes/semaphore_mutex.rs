@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Participant, Wait};
+use crate::lock_core::{LockCore, LockSpec, Participant, QueueEvent, Wait};
 use crate::options::LockOptions;
 use crate::session::Session;
 
@@ -115,6 +115,13 @@ impl super::lock::Lock for InterProcessSemaphoreMutex {
     }
     async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
         InterProcessSemaphoreMutex::acquire_timeout(self, timeout).await
+    }
+    async fn acquire_with_events(
+        &self,
+        timeout: Option<Duration>,
+        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
+    ) -> Result<Option<LockGuard>> {
+        self.core.acquire_reporting(Wait::at_most(timeout), self.core.marker(), events).await
     }
     async fn settled(&self) {
         InterProcessSemaphoreMutex::settled(self).await

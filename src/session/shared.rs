@@ -262,7 +262,13 @@ impl Shared {
 /// bookkeeping that outlives a request: live nodes (deleted on close) and the last contact (the
 /// safe window). A hold keeps the `Conn` it was taken on, so that nothing it does can touch a
 /// later session's nodes.
+/// A delete of one of our nodes, sent already, as [`Conn::send_delete`] returns it.
+pub(crate) type DeleteFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = std::result::Result<(), zookeeper_client::Error>> + Send>,
+>;
+
 #[derive(Clone)]
+
 pub(crate) struct Conn {
     pub client: Arc<Client>,
     pub generation: u64,
@@ -313,10 +319,45 @@ impl Conn {
         self.shared()?.safe_until(self.generation)
     }
 
+    /// Sends the delete of our node at `path` now (any later request of this session is ordered
+    /// after it) and returns its answer to come.
+    ///
+    /// `marked`: the delete says it is clean, for waiters with a lock delay. It goes in one
+    /// transaction with a write of [`crate::markers::RELEASED`] to the node, so that a waiter's
+    /// data watch on it fires as a data change, never as a deletion, which is what a session's
+    /// expiry (or anyone else's delete) fires. Nobody can read the marker: the node is gone in
+    /// the same transaction.
+    pub fn send_delete(&self, path: &str, marked: bool) -> DeleteFuture {
+        if !marked {
+            return Box::pin(self.client.delete(path, None));
+        }
+        let (client, path) = (self.client.clone(), path.to_string());
+        let mut sent: DeleteFuture = Box::pin(async move {
+            let mut writer = client.new_multi_writer();
+            writer.add_set_data(&path, crate::markers::RELEASED, None)?;
+            writer.add_delete(&path, None)?;
+            writer.commit().await.map(drop).map_err(zookeeper_client::Error::from)
+        });
+        // The first poll builds the transaction and sends it.
+        match std::future::Future::poll(
+            sent.as_mut(),
+            &mut std::task::Context::from_waker(std::task::Waker::noop()),
+        ) {
+            std::task::Poll::Ready(now) => Box::pin(std::future::ready(now)),
+            std::task::Poll::Pending => sent,
+        }
+    }
+
     /// Deletes our node at `path`, retrying connection losses; a node already gone is fine, and
     /// one that can't be deleted goes with the session (logged). Untracked either way.
     pub async fn delete_quietly(&self, path: &str) {
-        match crate::util::on_connection_loss(|| self.client.delete(path, None)).await {
+        self.delete_quietly_marked(path, false).await
+    }
+
+    /// As [`Conn::delete_quietly`], saying the delete is clean when `marked` (see
+    /// [`Conn::send_delete`]).
+    pub async fn delete_quietly_marked(&self, path: &str, marked: bool) {
+        match crate::util::on_connection_loss(|| self.send_delete(path, marked)).await {
             Ok(()) | Err(zookeeper_client::Error::NoNode) => tracing::trace!(node = path, "deleted"),
             Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
         }

@@ -1,0 +1,62 @@
+//! `zklock run --lock-delay` (issue 27, item 2): after a holder that did not release cleanly
+//! (here: its zklock was killed, and the server expired its session), the next run waits the
+//! delay, and says so with -v; after a clean release (the command exited) it takes the lock at
+//! once. (A `--max-hold` end is a clean release: zklock stops the command before it releases.) The waiting line is built on
+//! the library's queue events.
+
+mod common;
+
+use std::process::Stdio;
+
+use common::*;
+use zk_testcluster::ZkCluster;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_run_waits_the_delay_after_an_unclean_end_only() {
+    let zk = ZkCluster::standalone().await.unwrap();
+    let connect = zk.connect_string();
+    let dir = tempfile::tempdir().unwrap();
+
+    // Unclean: the holder's zklock is killed (-9); the server expires its session.
+    let holder = zklock(&connect)
+        .args(["run", "--session-timeout", "2s", "--lock-delay", "2s", "/locks/delay", "--", "sleep", "60"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the holder", || queue_len(&connect, "/locks/delay") == 1).await;
+    let err = dir.path().join("unclean");
+    let next = zklock(&connect)
+        .args(["-v", "run", "--lock-delay", "2s", "/locks/delay", "--", "true"])
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    eventually("queued behind the holder", || lines(&err).iter().any(|l| l.contains("1 ahead"))).await;
+    let command = children_of(holder.id());
+    kill("KILL", holder.id());
+    for pid in command {
+        kill("KILL", pid);
+    }
+    finish(holder).await;
+    assert!(finish(next).await.status.success(), "{:?}", lines(&err));
+    assert!(lines(&err).iter().any(|l| l.contains("lock delay of")), "{:?}", lines(&err));
+
+    // Clean: the holder's command exits once told to; its release is marked.
+    let go = dir.path().join("go");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done", go.display());
+    let holder = zklock(&connect)
+        .args(["run", "--lock-delay", "2s", "/locks/delay", "--", "sh", "-c", &script])
+        .spawn()
+        .unwrap();
+    eventually("the holder", || queue_len(&connect, "/locks/delay") == 1).await;
+    let err = dir.path().join("clean");
+    let next = zklock(&connect)
+        .args(["-v", "run", "--lock-delay", "2s", "/locks/delay", "--", "true"])
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    eventually("queued behind the holder", || lines(&err).iter().any(|l| l.contains("1 ahead"))).await;
+    std::fs::write(&go, b"").unwrap();
+    assert!(finish(holder).await.status.success());
+    assert!(finish(next).await.status.success(), "{:?}", lines(&err));
+    assert!(!lines(&err).iter().any(|l| l.contains("lock delay")), "{:?}", lines(&err));
+}
