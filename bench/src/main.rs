@@ -69,7 +69,8 @@ pub const NETWORK_NS: [usize; 2] = [2, 8];
 const REAPER_MAX_PER_MINUTE: u64 = 600_000;
 
 /// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
-/// LockClient and the naive one-node recipe, on throwaway local ZooKeeper servers (a standalone
+/// LockClient and the naive one-node recipe, and its semaphore, read/write lock and leader
+/// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
 /// server, then a 3-node ensemble), in one run.
 ///
 /// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
@@ -187,7 +188,8 @@ impl Plan {
         ["semaphore", "rwlock", "leader"].iter().flat_map(|s| self.recipes(s)).collect()
     }
 
-    /// The contenders of a run of `recipe` (the rows' N).
+    /// The contenders of a run of `recipe` (the rows' N; the mutex's scenarios have their own,
+    /// and the ensemble's is given for it).
     pub fn contenders(&self, recipe: Recipe) -> usize {
         match recipe {
             Recipe::Semaphore(_) => self.sem_contenders,

@@ -766,7 +766,7 @@ pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
     }
     report::bars(
         &handovers,
-        "Leader handover after a clean close, to the next leader's task (medians over the repeats)",
+        "Leader handover after a clean close (medians)",
         "ms",
         &[],
         plotters::chart::SeriesLabelPosition::UpperLeft,
