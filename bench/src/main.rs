@@ -40,7 +40,7 @@ const CYCLE_PEERS: [Peer; 5] =
 /// have them.
 const RECIPE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::Curator, Peer::Kazoo];
 /// The scenarios `--only` can pick.
-const SCENARIOS: [&str; 10] = [
+const SCENARIOS: [&str; 11] = [
     "uncontended",
     "contended",
     "many-locks",
@@ -48,6 +48,7 @@ const SCENARIOS: [&str; 10] = [
     "semaphore",
     "rwlock",
     "leader",
+    "failover",
     "scale",
     "network",
     "ensemble",
@@ -100,7 +101,7 @@ struct Args {
     no_install: bool,
     /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
     /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
-    /// scale, network, ensemble. The raw write round trip is always measured.
+    /// failover (handovers after a kill of the leader's process), scale, network, ensemble. The raw write round trip is always measured.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     only: Vec<String>,
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
@@ -115,6 +116,9 @@ enum ChildCommand {
     /// (internal) One side of the scale scenario, in its own process.
     #[command(hide = true)]
     ScaleChild { peer: String, connect: String, path: String, waiters: usize },
+    /// (internal) A candidate of the failover scenario, in its own process.
+    #[command(hide = true)]
+    ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {
@@ -138,6 +142,8 @@ pub struct Plan {
     pub rw_reads: [u32; 2],
     pub rw_contenders: usize,
     pub leader_candidates: usize,
+    /// Kills of the leader's process per failover run.
+    pub failover_kills: usize,
     pub ensemble_n: usize,
     pub scale_waiters: usize,
     pub peers: Vec<Peer>,
@@ -157,6 +163,8 @@ enum Step {
     PerOrder(usize, Peer),
     /// A run of a recipe other than the mutex: (repeat, recipe, peer).
     Recipe(usize, Recipe, Peer),
+    /// Leader failover after kills of the leader's process: (repeat, recipe, peer).
+    Failover(usize, Recipe, Peer),
     Scale(Peer),
     NetworkStart,
     NetworkRawWrite,
@@ -226,6 +234,12 @@ impl Plan {
                     steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
                 }
             }
+            if self.runs("failover") {
+                for recipe in self.recipes("leader") {
+                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                    steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
+                }
+            }
         }
         if self.runs("scale") {
             steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
@@ -283,6 +297,9 @@ impl Plan {
             Step::ManyLocks(_, p) => self.secs + setup(p, 1),
             Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
             Step::Recipe(_, recipe, p) => self.secs + setup(p, self.contenders(recipe)),
+            Step::Failover(_, _, p) => {
+                (self.failover_kills + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
+            }
             Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
             Step::NetworkStart => 0.1,
             Step::EnsembleStart => 8.0,
@@ -300,6 +317,7 @@ fn describe(step: Step, plan: &Plan) -> String {
         Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
         Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
+        Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
         Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
         Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
         Step::NetworkRawWrite => "raw create → delete loop, 1 ms network".into(),
@@ -359,6 +377,14 @@ fn recipe_row(recipe: Recipe, peer: Peer, n: usize, repeat: usize, c: peers::Con
     match violations {
         Some(v) => Row { overlaps: v, extra: depth as f64, p50_us: f64::NAN, p99_us: f64::NAN, ..row },
         None => row,
+    }
+}
+
+/// The scenario name of a failover run's rows (handovers after a kill of the leader's process).
+pub fn failover_scenario(recipe: Recipe) -> &'static str {
+    match recipe {
+        Recipe::Latch => "failover-latch",
+        _ => "failover-selector",
     }
 }
 
@@ -518,6 +544,18 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 let c = peers::contend_on(&t, peer, recipe, n, plan.secs, &path(recipe.scenario()), &scratch)
                     .await?;
                 rows.push(recipe_row(recipe, peer, n, r, c));
+            }
+            Step::Failover(r, recipe, peer) => {
+                let kills = plan.failover_kills;
+                let scenario = failover_scenario(recipe);
+                let mut h = peers::failover(zk()?, peer, recipe, kills, &path(scenario)).await?;
+                let p50 = stats::percentile(&mut h, 50.0);
+                rows.push(Row {
+                    p50_us: us(p50),
+                    p99_us: us(stats::percentile(&mut h, 99.0)),
+                    extra: peers::FAILOVER_SESSION.as_millis() as f64,
+                    ..Row::new(scenario, peer, 2, r, 1e9 / p50.max(1) as f64)
+                });
             }
             Step::Scale(peer) => {
                 let s = peers::scale(zk()?, peer, plan.scale_waiters, &path("scale")).await?;
@@ -714,6 +752,13 @@ fn main() {
         }
         return;
     }
+    if let Some(ChildCommand::ElectChild { recipe, connect, path, id, session_ms }) = &args.child {
+        if let Err(e) = runtime.block_on(peers::elect_child(recipe, connect, path, id, *session_ms)) {
+            eprintln!("elect-child: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let (peers, skipped) = match available_peers(&args) {
         Ok(found) => found,
         Err(line) => {
@@ -735,6 +780,7 @@ fn main() {
         rw_reads: [90, 10],
         rw_contenders: 8,
         leader_candidates: 4,
+        failover_kills: if quick { 2 } else { 5 },
         ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
         peers,

@@ -89,6 +89,11 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// The same spread with every value multiplied by `k` (a change of unit).
+    pub fn scaled(self, k: f64) -> Spread {
+        Spread { median: self.median * k, min: self.min * k, max: self.max * k, count: self.count }
+    }
+
     /// `None` for no values; NaN values (metric not measured) are left out.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
         let mut v: Vec<f64> = values.into_iter().filter(|x| !x.is_nan()).collect();

@@ -345,6 +345,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     }
 
     recipes(&mut s, groups, plan);
+    failovers(&mut s, groups, plan);
 
     let _ = writeln!(s, "\n### Scale: {} waiters on one lock, one process (one run)\n", plan.scale_waiters);
     let _ = writeln!(s, "| peer | resident bytes per waiter | drain time s |");
@@ -472,9 +473,7 @@ fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
              returning, kazoo's `Election.run` function returning) to the next leader's task starting. \
              zk-recipes' and Curator's `LeaderLatch` (a new latch per term: a closed latch can't start \
              again) and `LeaderSelector` (auto-requeue), kazoo's `Election`. Violations: terms that \
-             overlap (must be 0). A kill of the leader's process is not measured: its handover is the \
-             session timeout ({} s here) plus the same path.\n",
-            crate::peers::SESSION.as_secs()
+             overlap (must be 0). After a kill of the leader's process: see the failover section.\n"
         );
         let _ = writeln!(
             s,
@@ -499,6 +498,57 @@ fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
             }
             if e == Recipe::Latch {
                 na(s, e, "latch | ", 6);
+            }
+        }
+    }
+}
+
+/// The failover section: handovers after a kill of the leader's process, beside the session
+/// timeout that dominates them.
+fn failovers(s: &mut String, groups: &Groups, plan: &Plan) {
+    let recipes: Vec<Recipe> = plan
+        .recipes("leader")
+        .into_iter()
+        .filter(|r| !groups.peers_of(crate::failover_scenario(*r)).is_empty())
+        .collect();
+    if recipes.is_empty() {
+        return;
+    }
+    let timeout_ms = crate::peers::FAILOVER_SESSION.as_millis();
+    let _ = writeln!(
+        s,
+        "\n### Leader failover after a kill: 2 candidates, each in its own process, {timeout_ms} ms sessions\n\n\
+         The leader's process is killed (SIGKILL) {} times per run, a new follower joining before each \
+         kill; handover: from the kill to the follower's task starting (`LEADER` printed by the candidate, \
+         CLOCK_MONOTONIC). The killed leader's node goes when its session expires, so the session timeout \
+         ({timeout_ms} ms, the servers' tick 200 ms) is most of it. The server counts the timeout from the \
+         last packet it had from the session (a client pings when idle for a fraction of the timeout), \
+         not from the kill, so a handover can be shorter than the timeout: how much shorter depends on \
+         each client's ping schedule, not on its recipe.\n",
+        plan.failover_kills
+    );
+    let _ = writeln!(s, "| peer | recipe | handover p50 ms | handover p99 ms | p50 − session timeout, ms |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for r in recipes {
+        let sc = crate::failover_scenario(r);
+        let what = if r == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
+        for p in groups.peers_of(sc) {
+            let ms = |f: fn(&Row) -> f64| groups.spread(sc, 2, p, f).map(|x| x.scaled(1e-3));
+            let beyond = groups.spread(sc, 2, p, |r| r.p50_us / 1000.0 - r.extra);
+            let _ = writeln!(
+                s,
+                "| {} | {what} | {} | {} | {} |",
+                p.name(),
+                cell(ms(|r| r.p50_us), 0),
+                cell(ms(|r| r.p99_us), 0),
+                cell(beyond, 0)
+            );
+        }
+        if r == Recipe::Latch {
+            let peers = recipe_peers(groups, plan);
+            for p in peers.iter().filter(|p| r.lacking(**p).is_some()) {
+                let why = r.lacking(*p).unwrap_or_default();
+                let _ = writeln!(s, "| {} | latch | n/a: {why} | | |", p.name());
             }
         }
     }

@@ -6,6 +6,10 @@
 //   java CuratorPeer revoke CONNECT NODE_PATH SESSION_MS  (Curator's Revoker.attemptRevoke; prints REVOKED)
 //   java CuratorPeer order CONNECT PATH SESSION_MS     (prints NODE <name> per child in Curator's lock order, then END)
 //   java CuratorPeer latch CONNECT PATH ID SESSION_MS      (prints LEADER / NOT_LEADER; quits on stdin EOF or "quit")
+//   java CuratorPeer elect CONNECT PATH ID SESSION_MS latch|selector
+//       joins an election (a LeaderLatch, or a LeaderSelector whose takeLeadership never returns),
+//       prints STARTED, then "LEADER <System.nanoTime>" when it leads; quits on "quit" or stdin EOF
+//       (the bench kills it instead, to measure a failover).
 //   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS [RECIPE]
 //       N threads, each with its own session, loop acquire -> critical section -> release from
 //       "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines (System.nanoTime,
@@ -292,6 +296,36 @@ public class CuratorPeer {
                 waitForStdin("quit");
                 latch.close();
                 client.close();
+                break;
+            }
+            case "elect": {
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[4]));
+                String path = args[2], id = args[3];
+                if (args[5].equals("latch")) {
+                    LeaderLatch latch = new LeaderLatch(client, path, id);
+                    latch.addListener(new LeaderLatchListener() {
+                        public void isLeader() {
+                            System.out.println("LEADER " + System.nanoTime());
+                            System.out.flush();
+                        }
+
+                        public void notLeader() {}
+                    });
+                    latch.start();
+                } else {
+                    LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+                        public void takeLeadership(CuratorFramework c) throws Exception {
+                            System.out.println("LEADER " + System.nanoTime());
+                            System.out.flush();
+                            Thread.sleep(Long.MAX_VALUE);
+                        }
+                    });
+                    selector.setId(id);
+                    selector.start();
+                }
+                System.out.println("STARTED");
+                System.out.flush();
+                waitForStdin("quit");
                 break;
             }
             case "contend": {

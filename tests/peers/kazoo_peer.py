@@ -11,6 +11,7 @@
         rw:READ_PERCENT (ReadLock/WriteLock; operation k of thread i reads when
         (k + i) % 10 < READ_PERCENT / 10; lines end " r" or " w"), election (Election.run, a
         term per run, its function returning); their critical sections sleep.
+    kazoo_peer.py elect CONNECT PATH ID SESSION_MS   (as CuratorPeer's elect mode, with Election)
     kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
     kazoo_peer.py many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS   (as CuratorPeer's many mode)
     kazoo_peer.py order CONNECT PATH SESSION_MS     (prints NODE <data> per contender in kazoo's order, then END)
@@ -167,6 +168,19 @@ def main():
         wait_for_stdin("exit")
         for c in clients:
             c.stop()
+    elif mode == "elect":
+        hosts, path, ident, session = sys.argv[2:6]
+        client = connect(hosts, int(session))
+        forever = threading.Event()
+
+        def lead():
+            print("LEADER %d" % time.monotonic_ns(), flush=True)
+            forever.wait()
+
+        threading.Thread(target=client.Election(path, ident).run, args=(lead,), daemon=True).start()
+        print("STARTED", flush=True)
+        wait_for_stdin("quit")
+        os._exit(0)
     elif mode == "order":
         hosts, path, session = sys.argv[2:5]
         client = connect(hosts, int(session))
