@@ -6,8 +6,8 @@
 //! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
 //! ```
 //! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` and the plots
-//! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`. `--quick` runs every scenario for a
-//! moment as a smoke test: it checks that every peer produced numbers and that every recipe's
+//! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`, `handovers.png`. `--quick` runs every
+//! scenario for a moment as a smoke test: it checks that every peer produced numbers and that every recipe's
 //! invariant held (mutual exclusion, at most the semaphore's leases at once, no writer beside
 //! another holder, one leader at a time); it asserts nothing about speed.
 
