@@ -6,9 +6,10 @@
 //! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
 //! ```
 //! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` and the plots
-//! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`. `--quick` runs every scenario for a
-//! moment as a smoke test: it checks that every peer produced numbers, that mutual exclusion held
-//! and that the semaphore never admitted more than its leases; it asserts nothing about speed.
+//! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`, `handovers.png`. `--quick` runs every
+//! scenario for a moment as a smoke test: it checks that every peer produced numbers and that every recipe's
+//! invariant held (mutual exclusion, at most the semaphore's leases at once, no writer beside
+//! another holder, one leader at a time); it asserts nothing about speed.
 
 mod clock;
 mod driver;
@@ -23,7 +24,7 @@ mod summary;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use peers::{Peer, Target, FRESH};
+use peers::{Peer, Recipe, Target, FRESH};
 use progress::Progress;
 use report::{Groups, Row};
 use zk_testcluster::{ClusterConfig, ZkCluster};
@@ -35,9 +36,23 @@ const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator,
 /// also runs with the guard dropped (a background delete, as `LockClient`'s release).
 const CYCLE_PEERS: [Peer; 5] =
     [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Kazoo];
+/// The peers of the other recipes (semaphore, read/write lock, leader election): those that
+/// have them.
+const RECIPE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::Curator, Peer::Kazoo];
 /// The scenarios `--only` can pick.
-const SCENARIOS: [&str; 8] =
-    ["uncontended", "contended", "many-locks", "per-order", "semaphore", "scale", "network", "ensemble"];
+const SCENARIOS: [&str; 11] = [
+    "uncontended",
+    "contended",
+    "many-locks",
+    "per-order",
+    "semaphore",
+    "rwlock",
+    "leader",
+    "failover",
+    "scale",
+    "network",
+    "ensemble",
+];
 /// The peers `--peers` can pick (their short names).
 const PEER_NAMES: [&str; 6] = ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
 /// The peers of the 3-node ensemble scenarios (zk-recipes with a dropped guard only uncontended,
@@ -55,7 +70,8 @@ pub const NETWORK_NS: [usize; 2] = [2, 8];
 const REAPER_MAX_PER_MINUTE: u64 = 600_000;
 
 /// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
-/// LockClient and the naive one-node recipe, on throwaway local ZooKeeper servers (a standalone
+/// LockClient and the naive one-node recipe, and its semaphore, read/write lock and leader
+/// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
 /// server, then a 3-node ensemble), in one run.
 ///
 /// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
@@ -84,7 +100,8 @@ struct Args {
     #[arg(long)]
     no_install: bool,
     /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
-    /// semaphore, scale, network, ensemble. The raw write round trip is always measured.
+    /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
+    /// failover (handovers after a kill of the leader's process), scale, network, ensemble. The raw write round trip is always measured.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
     only: Vec<String>,
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
@@ -99,6 +116,9 @@ enum ChildCommand {
     /// (internal) One side of the scale scenario, in its own process.
     #[command(hide = true)]
     ScaleChild { peer: String, connect: String, path: String, waiters: usize },
+    /// (internal) A candidate of the failover scenario, in its own process.
+    #[command(hide = true)]
+    ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {
@@ -118,6 +138,12 @@ pub struct Plan {
     pub order_tasks: usize,
     pub sem_leases: u32,
     pub sem_contenders: usize,
+    /// The read/write lock's mixes: percentages of reads.
+    pub rw_reads: [u32; 2],
+    pub rw_contenders: usize,
+    pub leader_candidates: usize,
+    /// Kills of the leader's process per failover run.
+    pub failover_kills: usize,
     pub ensemble_n: usize,
     pub scale_waiters: usize,
     pub peers: Vec<Peer>,
@@ -135,7 +161,10 @@ enum Step {
     Contended(usize, usize, Peer),
     ManyLocks(usize, Peer),
     PerOrder(usize, Peer),
-    Semaphore(usize),
+    /// A run of a recipe other than the mutex: (repeat, recipe, peer).
+    Recipe(usize, Recipe, Peer),
+    /// Leader failover after kills of the leader's process: (repeat, recipe, peer).
+    Failover(usize, Recipe, Peer),
     Scale(Peer),
     NetworkStart,
     NetworkRawWrite,
@@ -150,6 +179,32 @@ enum Step {
 impl Plan {
     fn runs(&self, scenario: &str) -> bool {
         self.only.iter().any(|s| s == scenario)
+    }
+
+    /// The recipes of the `--only` name `scenario` beside the mutex, in the report's order.
+    pub fn recipes(&self, scenario: &str) -> Vec<Recipe> {
+        match scenario {
+            "semaphore" => vec![Recipe::Semaphore(self.sem_leases)],
+            "rwlock" => self.rw_reads.iter().map(|&p| Recipe::ReadWrite(p)).collect(),
+            "leader" => vec![Recipe::Latch, Recipe::Selector],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every recipe beside the mutex, in the report's order.
+    pub fn all_recipes(&self) -> Vec<Recipe> {
+        ["semaphore", "rwlock", "leader"].iter().flat_map(|s| self.recipes(s)).collect()
+    }
+
+    /// The contenders of a run of `recipe` (the rows' N; the mutex's scenarios have their own,
+    /// and the ensemble's is given for it).
+    pub fn contenders(&self, recipe: Recipe) -> usize {
+        match recipe {
+            Recipe::Semaphore(_) => self.sem_contenders,
+            Recipe::ReadWrite(_) => self.rw_contenders,
+            Recipe::Latch | Recipe::Selector => self.leader_candidates,
+            Recipe::Mutex => self.ensemble_n,
+        }
     }
 
     fn steps(&self) -> Vec<Step> {
@@ -173,8 +228,17 @@ impl Plan {
             if self.runs("per-order") {
                 steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
             }
-            if self.runs("semaphore") && has(&Peer::ZkRecipes) {
-                steps.push(Step::Semaphore(r));
+            for scenario in ["semaphore", "rwlock", "leader"].into_iter().filter(|s| self.runs(s)) {
+                for recipe in self.recipes(scenario) {
+                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                    steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
+                }
+            }
+            if self.runs("failover") {
+                for recipe in self.recipes("leader") {
+                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                    steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
+                }
             }
         }
         if self.runs("scale") {
@@ -232,7 +296,10 @@ impl Plan {
             Step::EnsembleContended(_, p) => self.secs + setup(p, self.ensemble_n),
             Step::ManyLocks(_, p) => self.secs + setup(p, 1),
             Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
-            Step::Semaphore(_) => self.secs + setup(Peer::ZkRecipes, self.sem_contenders),
+            Step::Recipe(_, recipe, p) => self.secs + setup(p, self.contenders(recipe)),
+            Step::Failover(_, _, p) => {
+                (self.failover_kills + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
+            }
             Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
             Step::NetworkStart => 0.1,
             Step::EnsembleStart => 8.0,
@@ -249,7 +316,8 @@ fn describe(step: Step, plan: &Plan) -> String {
         Step::Contended(r, n, p) => format!("contended N={n} · {} · {}", p.name(), rep(r)),
         Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
-        Step::Semaphore(r) => format!("semaphore · {} · {}", Peer::ZkRecipes.name(), rep(r)),
+        Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
+        Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
         Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
         Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
         Step::NetworkRawWrite => "raw create → delete loop, 1 ms network".into(),
@@ -291,6 +359,42 @@ fn measured(
         cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
         server_cpu_us_per_op: server_cpu_us(c.server, ops),
         ..Row::new(scenario, peer, n, repeat, c.holds.len() as f64 / c.secs)
+    }
+}
+
+/// A row from a run of a recipe other than the mutex, its `overlaps` the violations of the
+/// recipe's invariant: acquisitions beyond the leases (semaphore), writes beside another hold
+/// (read/write lock), overlapping terms (leader election). Latencies are the leaders' handovers;
+/// a semaphore's or a read/write lock's holds overlap by design, so they have none.
+fn recipe_row(recipe: Recipe, peer: Peer, n: usize, repeat: usize, c: peers::Contended) -> Row {
+    let depth = stats::max_depth(&c.holds);
+    let violations = match recipe {
+        Recipe::Semaphore(leases) => Some(stats::over_depth(&c.holds, leases as usize)),
+        Recipe::ReadWrite(_) => Some(stats::writer_conflicts(&c.holds, &c.writes)),
+        Recipe::Mutex | Recipe::Latch | Recipe::Selector => None,
+    };
+    let row = measured(recipe.scenario(), peer, n, repeat, c, stats::handoffs);
+    match violations {
+        Some(v) => Row { overlaps: v, extra: depth as f64, p50_us: f64::NAN, p99_us: f64::NAN, ..row },
+        None => row,
+    }
+}
+
+/// The scenario name of a failover run's rows (handovers after a kill of the leader's process).
+pub fn failover_scenario(recipe: Recipe) -> &'static str {
+    match recipe {
+        Recipe::Latch => "failover-latch",
+        _ => "failover-selector",
+    }
+}
+
+/// What a scenario's `overlaps` violate.
+fn invariant(scenario: &str) -> &'static str {
+    match scenario {
+        "semaphore" => "acquisitions beyond the leases",
+        "rwlock-read-heavy" | "rwlock-write-heavy" => "writes held beside another hold",
+        "leader-latch" | "leader-selector" => "overlapping leadership terms",
+        _ => "overlapping holds",
     }
 }
 
@@ -434,23 +538,24 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..cycled("per-order", peer, plan.order_tasks, r, &c)
                 });
             }
-            Step::Semaphore(r) => {
-                let c = peers::semaphore(
-                    zk()?,
-                    plan.sem_leases,
-                    plan.sem_contenders,
-                    plan.secs,
-                    &path("semaphore"),
-                )
-                .await?;
-                let depth = stats::max_depth(&c.holds);
-                if depth > plan.sem_leases as usize {
-                    problems
-                        .push(format!("semaphore: {depth} holders at once, over {} leases", plan.sem_leases));
-                }
-                let row = measured("semaphore", Peer::ZkRecipes, plan.sem_contenders, r, c, stats::handoffs);
-                // Holds of a semaphore overlap by design: the check is the depth, not overlaps.
-                rows.push(Row { overlaps: 0, extra: depth as f64, ..row });
+            Step::Recipe(r, recipe, peer) => {
+                let n = plan.contenders(recipe);
+                let t = Target::direct(zk()?);
+                let c = peers::contend_on(&t, peer, recipe, n, plan.secs, &path(recipe.scenario()), &scratch)
+                    .await?;
+                rows.push(recipe_row(recipe, peer, n, r, c));
+            }
+            Step::Failover(r, recipe, peer) => {
+                let kills = plan.failover_kills;
+                let scenario = failover_scenario(recipe);
+                let mut h = peers::failover(zk()?, peer, recipe, kills, &path(scenario)).await?;
+                let p50 = stats::percentile(&mut h, 50.0);
+                rows.push(Row {
+                    p50_us: us(p50),
+                    p99_us: us(stats::percentile(&mut h, 99.0)),
+                    extra: peers::FAILOVER_SESSION.as_millis() as f64,
+                    ..Row::new(scenario, peer, 2, r, 1e9 / p50.max(1) as f64)
+                });
             }
             Step::Scale(peer) => {
                 let s = peers::scale(zk()?, peer, plan.scale_waiters, &path("scale")).await?;
@@ -531,11 +636,12 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     for r in &rows {
         if r.overlaps > 0 {
             problems.push(format!(
-                "{} {} N={}: {} overlapping holds",
+                "{} {} N={}: {} {}",
                 r.scenario,
                 r.peer.name(),
                 r.n,
-                r.overlaps
+                r.overlaps,
+                invariant(r.scenario)
             ));
         }
         if r.rate.is_nan() || r.rate <= 0.0 {
@@ -646,6 +752,13 @@ fn main() {
         }
         return;
     }
+    if let Some(ChildCommand::ElectChild { recipe, connect, path, id, session_ms }) = &args.child {
+        if let Err(e) = runtime.block_on(peers::elect_child(recipe, connect, path, id, *session_ms)) {
+            eprintln!("elect-child: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let (peers, skipped) = match available_peers(&args) {
         Ok(found) => found,
         Err(line) => {
@@ -664,6 +777,10 @@ fn main() {
         order_tasks: 8,
         sem_leases: 4,
         sem_contenders: 16,
+        rw_reads: [90, 10],
+        rw_contenders: 8,
+        leader_candidates: 4,
+        failover_kills: if quick { 2 } else { 5 },
         ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
         peers,

@@ -5,7 +5,10 @@
 
 use std::time::Duration;
 
-use zk_recipes::{InterProcessMutex, InterProcessSemaphore};
+use zk_recipes::{
+    InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions, LeaderLatch,
+    LeaderSelector, SelectorOptions,
+};
 
 /// One session of ours.
 pub type Handle = zk_recipes::Session;
@@ -25,4 +28,20 @@ pub fn mutex(h: &Handle, path: &str) -> Result<InterProcessMutex, String> {
 /// Our semaphore on `path` with `leases` leases.
 pub fn semaphore(h: &Handle, path: &str, leases: u32) -> Result<InterProcessSemaphore, String> {
     InterProcessSemaphore::new(h, path, leases).map_err(|e| e.to_string())
+}
+
+/// Our read/write lock on `path`.
+pub fn rwlock(h: &Handle, path: &str) -> Result<InterProcessReadWriteLock, String> {
+    InterProcessReadWriteLock::new(h, path).map_err(|e| e.to_string())
+}
+
+/// A leader latch of ours on `path` (not started).
+pub fn latch(h: &Handle, path: &str, id: &str) -> Result<LeaderLatch, String> {
+    LeaderLatch::with_options(h, path, LatchOptions::new().participant_id(id)).map_err(|e| e.to_string())
+}
+
+/// A leader selector of ours on `path` that queues again after each term (not started).
+pub fn selector(h: &Handle, path: &str, id: &str) -> Result<LeaderSelector, String> {
+    let options = SelectorOptions::new().participant_id(id).auto_requeue(true);
+    LeaderSelector::new(h, path, options).map_err(|e| e.to_string())
 }

@@ -3,7 +3,7 @@
 //! processes (`tests/peers/`), each contender a thread with its own session.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,10 +63,123 @@ impl Peer {
     }
 }
 
+/// What the contenders of a contended run take, in every peer that has it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Recipe {
+    /// The lock (the mutex scenarios).
+    Mutex,
+    /// A semaphore with this many leases, each holder keeping its lease [`SEMAPHORE_HOLD`].
+    Semaphore(u32),
+    /// A read/write lock where this percentage (a multiple of 10) of the operations are reads:
+    /// contender `i`'s `k`-th operation reads when `(k + i) % 10 < percent / 10` (the drivers'
+    /// rule too).
+    ReadWrite(u32),
+    /// Leader election with a latch: a term is a new latch that starts, leads, and leaves with a
+    /// clean close (a closed latch can't start again, in Curator as in zk-recipes).
+    Latch,
+    /// Leader election with a selector: one auto-requeued selector per contender, whose task
+    /// returns at once; a term is one run of the task.
+    Selector,
+}
+
+impl Recipe {
+    /// The scenario name of its rows (`--only` names group them: see `main.rs`).
+    pub fn scenario(self) -> &'static str {
+        match self {
+            Recipe::Mutex => "contended",
+            Recipe::Semaphore(_) => "semaphore",
+            Recipe::ReadWrite(p) if p >= 50 => "rwlock-read-heavy",
+            Recipe::ReadWrite(_) => "rwlock-write-heavy",
+            Recipe::Latch => "leader-latch",
+            Recipe::Selector => "leader-selector",
+        }
+    }
+
+    /// How long a holder keeps what it took (the critical section).
+    pub fn hold(self) -> Duration {
+        match self {
+            Recipe::Semaphore(_) => SEMAPHORE_HOLD,
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// The drivers' RECIPE argument (`tests/peers/`).
+    fn driver_arg(self, peer: Peer) -> String {
+        match self {
+            Recipe::Mutex => "mutex".into(),
+            Recipe::Semaphore(leases) => format!("semaphore:{leases}"),
+            Recipe::ReadWrite(p) => format!("rw:{p}"),
+            Recipe::Latch => "latch".into(),
+            Recipe::Selector if peer == Peer::Kazoo => "election".into(),
+            Recipe::Selector => "selector".into(),
+        }
+    }
+
+    /// Why `peer` can't run this recipe (the report's "n/a"), or `None` when it can.
+    pub fn lacking(self, peer: Peer) -> Option<&'static str> {
+        match (self, peer) {
+            (Recipe::Mutex, _) | (_, Peer::ZkRecipes | Peer::Curator) => None,
+            (Recipe::Latch, Peer::Kazoo) => Some(
+                "kazoo has no latch: its Election runs a function while it leads, as a selector \
+                 (measured in the selector row)",
+            ),
+            (Recipe::ReadWrite(_), Peer::Kazoo) => Some(
+                "kazoo 2.8's ReadLock deadlocks beside queued writers: a reader waits for a writer \
+                 queued after it, which waits for the reader (python-zk/kazoo#649, fixed in 2.9)",
+            ),
+            (_, Peer::Kazoo) => None,
+            (_, Peer::LockClient) => Some("zookeeper-client has only a lock"),
+            (_, Peer::ZkRecipesDrop | Peer::Naive) => Some("a mutex variant"),
+        }
+    }
+}
+
+/// Whether contender `i`'s `k`-th operation of a read/write mix with `percent` reads is a read.
+pub fn is_read(i: usize, k: u64, percent: u32) -> bool {
+    (k + i as u64) % 10 < u64::from(percent / 10)
+}
+
+/// The holds a contender logged and, for a read/write lock, which of them were writes.
+#[derive(Default)]
+pub struct Log {
+    pub holds: Vec<Hold>,
+    pub writes: Vec<Hold>,
+}
+
+impl Log {
+    fn push(&mut self, hold: Hold, write: bool) {
+        self.holds.push(hold);
+        if write {
+            self.writes.push(hold);
+        }
+    }
+
+    fn extend(&mut self, other: Log) {
+        self.holds.extend(other.holds);
+        self.writes.extend(other.writes);
+    }
+
+    /// Parses a driver's `ACQUIRED_NS RELEASING_NS[ r|w]` lines.
+    fn parse(text: &str) -> Log {
+        let mut log = Log::default();
+        for line in text.lines() {
+            let mut words = line.split_whitespace();
+            let (Some(Ok(a)), Some(Ok(r))) = (words.next().map(str::parse), words.next().map(str::parse))
+            else {
+                continue;
+            };
+            log.push((a, r), words.next() == Some("w"));
+        }
+        log
+    }
+}
+
 /// What a contended run produced.
 pub struct Contended {
     pub secs: f64,
     pub holds: Vec<Hold>,
+    /// The holds that were writes (read/write lock runs; empty otherwise).
+    pub writes: Vec<Hold>,
     pub server: ServerWork,
     /// User + system CPU time of the client process(es) during the run.
     pub cpu_ns: u64,
@@ -161,42 +274,38 @@ async fn lockclient_cycle(client: &Client, path: &str) -> Result<Hold, String> {
     Ok(hold)
 }
 
+/// The signal that ends a run: contenders check it between cycles, or wait for it.
+pub type Stop = tokio::sync::watch::Receiver<bool>;
+
+fn stopped(stop: &Stop) -> bool {
+    *stop.borrow()
+}
+
 /// One contender's loop until `stop`, returning its holds.
 async fn contender(
     peer: Peer,
+    recipe: Recipe,
     session: Session,
+    i: usize,
     path: String,
-    stop: Arc<AtomicBool>,
-) -> Result<Vec<Hold>, String> {
-    let mut holds = Vec::new();
+    stop: Stop,
+) -> Result<Log, String> {
+    let mut log = Log::default();
     let node = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
     match session {
-        Session::Ours(h) => {
-            let mutex = ours::mutex(&h, &path)?;
-            while !stop.load(Ordering::Relaxed) {
-                let guard = mutex.acquire().await.map_err(|e| e.to_string())?;
-                let acquired = now_ns();
-                holds.push((acquired, now_ns()));
-                if peer == Peer::ZkRecipesDrop {
-                    drop(guard); // its release: the delete is sent now, confirmed in the background
-                } else {
-                    guard.release().await.map_err(|e| e.to_string())?;
-                }
-            }
-            mutex.settled().await;
-        }
+        Session::Ours(h) => return ours_contender(peer, recipe, h, i, path, stop).await,
         Session::Raw(client) if peer == Peer::LockClient => {
-            while !stop.load(Ordering::Relaxed) {
-                holds.push(lockclient_cycle(&client, &path).await?);
+            while !stopped(&stop) {
+                log.push(lockclient_cycle(&client, &path).await?, false);
             }
         }
         Session::Raw(client) => {
             let lock = format!("{path}/lock");
-            while !stop.load(Ordering::Relaxed) {
+            while !stopped(&stop) {
                 match client.create(&lock, b"", &node).await {
                     Ok(_) => {
                         let acquired = now_ns();
-                        holds.push((acquired, now_ns()));
+                        log.push((acquired, now_ns()), false);
                         client.delete(&lock, None).await.map_err(|e| e.to_string())?;
                     }
                     Err(ZkError::NodeExists) => match client.check_and_watch_stat(&lock).await {
@@ -211,7 +320,91 @@ async fn contender(
             }
         }
     }
-    Ok(holds)
+    Ok(log)
+}
+
+/// One contender of ours: contender `i` of a run of `recipe` on `path`, until `stop`.
+async fn ours_contender(
+    peer: Peer,
+    recipe: Recipe,
+    h: ours::Handle,
+    i: usize,
+    path: String,
+    mut stop: Stop,
+) -> Result<Log, String> {
+    let mut log = Log::default();
+    let e = |e: zk_recipes::Error| e.to_string();
+    match recipe {
+        Recipe::Mutex => {
+            let mutex = ours::mutex(&h, &path)?;
+            while !stopped(&stop) {
+                let guard = mutex.acquire().await.map_err(e)?;
+                let acquired = now_ns();
+                log.push((acquired, now_ns()), false);
+                if peer == Peer::ZkRecipesDrop {
+                    drop(guard); // its release: the delete is sent now, confirmed in the background
+                } else {
+                    guard.release().await.map_err(e)?;
+                }
+            }
+            mutex.settled().await;
+        }
+        Recipe::Semaphore(leases) => {
+            let sem = ours::semaphore(&h, &path, leases)?;
+            while !stopped(&stop) {
+                let guard = sem.acquire().await.map_err(e)?;
+                let acquired = now_ns();
+                tokio::time::sleep(recipe.hold()).await;
+                log.push((acquired, now_ns()), false);
+                guard.release().await.map_err(e)?;
+            }
+            sem.settled().await;
+        }
+        Recipe::ReadWrite(percent) => {
+            let rw = ours::rwlock(&h, &path)?;
+            let mut k = 0;
+            while !stopped(&stop) {
+                let read = is_read(i, k, percent);
+                k += 1;
+                let guard = if read { rw.read().await } else { rw.write().await }.map_err(e)?;
+                let acquired = now_ns();
+                log.push((acquired, now_ns()), !read);
+                guard.release().await.map_err(e)?;
+            }
+            rw.settled().await;
+        }
+        Recipe::Latch => {
+            let id = format!("bench-{i}");
+            while !stopped(&stop) {
+                let latch = ours::latch(&h, &path, &id)?;
+                latch.start().map_err(e)?;
+                latch.await_leadership().await.map_err(e)?;
+                let acquired = now_ns();
+                log.push((acquired, now_ns()), false);
+                latch.close().await;
+            }
+        }
+        Recipe::Selector => {
+            let selector = ours::selector(&h, &path, &format!("bench-{i}"))?;
+            let terms = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let record = terms.clone();
+            selector
+                .start(move |_ctx| {
+                    let record = record.clone();
+                    async move {
+                        let acquired = now_ns();
+                        let term = (acquired, now_ns());
+                        record.lock().unwrap_or_else(|p| p.into_inner()).push(term);
+                    }
+                })
+                .map_err(e)?;
+            let _ = stop.wait_for(|s| *s).await;
+            selector.close().await;
+            let terms = std::mem::take(&mut *terms.lock().unwrap_or_else(|p| p.into_inner()));
+            log.holds = terms;
+        }
+    }
+    Ok(log)
 }
 
 /// N contenders on one lock for `secs`.
@@ -223,9 +416,25 @@ pub async fn contend(
     path: &str,
     scratch: &Path,
 ) -> Result<Contended, String> {
+    contend_on(target, peer, Recipe::Mutex, n, secs, path, scratch).await
+}
+
+/// N contenders, each with its own session, taking `recipe` on `path` for `secs`.
+pub async fn contend_on(
+    target: &Target<'_>,
+    peer: Peer,
+    recipe: Recipe,
+    n: usize,
+    secs: f64,
+    path: &str,
+    scratch: &Path,
+) -> Result<Contended, String> {
+    if let Some(why) = recipe.lacking(peer) {
+        return Err(format!("{} has no {}: {why}", peer.name(), recipe.scenario()));
+    }
     match peer {
-        Peer::Curator | Peer::Kazoo => contend_in_driver(target, peer, n, secs, path, scratch).await,
-        _ => contend_here(target, peer, n, secs, path).await,
+        Peer::Curator | Peer::Kazoo => contend_in_driver(target, peer, recipe, n, secs, path, scratch).await,
+        _ => contend_here(target, peer, recipe, n, secs, path).await,
     }
 }
 
@@ -241,6 +450,7 @@ async fn drained(probe: &Client, path: &str) {
 async fn contend_here(
     target: &Target<'_>,
     peer: Peer,
+    recipe: Recipe,
     n: usize,
     secs: f64,
     path: &str,
@@ -254,25 +464,26 @@ async fn contend_here(
     if peer == Peer::Naive {
         let _ = probe.mkdir(path, &CreateMode::Persistent.with_acls(Acls::anyone_all())).await;
     }
-    let stop = Arc::new(AtomicBool::new(false));
+    let (stop, stop_rx) = tokio::sync::watch::channel(false);
     let before = ServerWork::read(zk).await?;
     let cpu_before = self_cpu_ns();
     let started = now_ns();
     let tasks: Vec<_> = sessions
         .into_iter()
-        .map(|s| tokio::spawn(contender(peer, s, path.to_string(), stop.clone())))
+        .enumerate()
+        .map(|(i, s)| tokio::spawn(contender(peer, recipe, s, i, path.to_string(), stop_rx.clone())))
         .collect();
     tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut holds = Vec::new();
+    let _ = stop.send(true);
+    let mut log = Log::default();
     for t in tasks {
-        holds.extend(t.await.map_err(|e| e.to_string())??);
+        log.extend(t.await.map_err(|e| e.to_string())??);
     }
     let secs = (now_ns() - started) as f64 / 1e9;
     drained(&probe, path).await;
     let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
     let server = before.since(zk).await?;
-    Ok(Contended { secs, holds, server, cpu_ns })
+    Ok(Contended { secs, holds: log.holds, writes: log.writes, server, cpu_ns })
 }
 
 fn driver(peer: Peer, args: &[&str]) -> Result<Driver, String> {
@@ -291,6 +502,7 @@ fn driver_cpu(d: &Driver) -> Result<u64, String> {
 async fn contend_in_driver(
     target: &Target<'_>,
     peer: Peer,
+    recipe: Recipe,
     n: usize,
     secs: f64,
     path: &str,
@@ -300,7 +512,8 @@ async fn contend_in_driver(
     let out = scratch.join(format!("{}-{n}.holds", peer.short()));
     let connect = &target.connect;
     let (n_s, out_s) = (n.to_string(), out.display().to_string());
-    let mut d = driver(peer, &["contend", connect, path, &n_s, "0", &out_s, SESSION_MS])?;
+    let (cs_us, what) = (recipe.hold().as_micros().to_string(), recipe.driver_arg(peer));
+    let mut d = driver(peer, &["contend", connect, path, &n_s, &cs_us, &out_s, SESSION_MS, &what])?;
     tokio::task::block_in_place(|| d.expect("READY"))?;
     let before = ServerWork::read(zk).await?;
     let cpu_before = driver_cpu(&d)?;
@@ -314,12 +527,8 @@ async fn contend_in_driver(
     let server = before.since(zk).await?;
     tokio::task::block_in_place(|| d.finish())?;
     let text = std::fs::read_to_string(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let holds = text
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter_map(|(a, r)| Some((a.parse().ok()?, r.parse().ok()?)))
-        .collect();
-    Ok(Contended { secs, holds, server, cpu_ns })
+    let log = Log::parse(&text);
+    Ok(Contended { secs, holds: log.holds, writes: log.writes, server, cpu_ns })
 }
 
 /// The cost of one write round trip: a raw create → delete loop on one node. Returns cycles.
@@ -457,58 +666,132 @@ pub async fn subtree_size(probe: &Client, root: &str) -> Result<u64, String> {
     }
 }
 
-/// How long a semaphore contender keeps its lease, so that holders coexist and the check that
-/// at most `leases` hold at once has something to count.
+/// How long a semaphore contender keeps its lease (every peer), so that holders coexist and the
+/// check that at most `leases` hold at once has something to count.
 pub const SEMAPHORE_HOLD: Duration = Duration::from_millis(1);
 
-/// `contenders` sessions of ours cycling one lease each of a `leases`-lease semaphore for `secs`,
-/// each keeping its lease for [`SEMAPHORE_HOLD`]. The holds (one per release) allow checking
-/// that at most `leases` were held at once.
-pub async fn semaphore(
+/// The session timeout of the failover scenario's candidates: a kill's handover waits for the
+/// killed leader's session to expire (the servers' tick is 200 ms, so 1 s is allowed).
+pub const FAILOVER_SESSION: Duration = Duration::from_secs(1);
+
+/// A candidate of the failover scenario in its own process: a driver's `elect` mode, or our
+/// `zk-bench elect-child`. It prints `STARTED`, then `LEADER <CLOCK_MONOTONIC ns>` when it leads.
+fn candidate(peer: Peer, recipe: Recipe, connect: &str, path: &str, i: usize) -> Result<Driver, String> {
+    let id = format!("candidate-{i}");
+    let session_ms = FAILOVER_SESSION.as_millis().to_string();
+    let what = recipe.driver_arg(peer);
+    let mut d = match peer {
+        Peer::Curator | Peer::Kazoo => driver(peer, &["elect", connect, path, &id, &session_ms, &what])?,
+        _ => {
+            let mut cmd = std::process::Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
+            cmd.args(["elect-child", &what, connect, path, &id, &session_ms]);
+            Driver::spawn(peer.short(), cmd)?
+        }
+    };
+    tokio::task::block_in_place(|| d.expect("STARTED"))?;
+    Ok(d)
+}
+
+/// Waits (bounded) until the election at `path` has `n` participants' nodes.
+async fn participants(probe: &Client, path: &str, n: usize) -> Result<(), String> {
+    let deadline = now_ns() + 30_000_000_000;
+    while probe.list_children(path).await.map(|c| c.len()).unwrap_or(0) != n {
+        if now_ns() > deadline {
+            return Err(format!("{path}: never {n} participants"));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
+}
+
+fn leader_at(line: &str) -> Result<u64, String> {
+    line.trim_start_matches("LEADER ").trim().parse().map_err(|_| format!("bad line {line}"))
+}
+
+/// Leader failover after a kill: two candidates, each in its own process with a
+/// [`FAILOVER_SESSION`] session; the leader's process is killed (SIGKILL), and the handover is
+/// the time from the kill to the follower's task starting. A new follower joins before the next
+/// kill. Returns the handovers, ns.
+pub async fn failover(
     zk: &ZkCluster,
-    leases: u32,
-    contenders: usize,
-    secs: f64,
+    peer: Peer,
+    recipe: Recipe,
+    kills: usize,
     path: &str,
-) -> Result<Contended, String> {
+) -> Result<Vec<u64>, String> {
+    if let Some(why) = recipe.lacking(peer) {
+        return Err(format!("{} has no {}: {why}", peer.name(), recipe.scenario()));
+    }
     let connect = zk.connect_string();
-    let mut sessions = Vec::with_capacity(contenders);
-    for _ in 0..contenders {
-        sessions.push(ours::connect(&connect, SESSION).await?);
+    let probe = raw_connect(&connect).await?;
+    let mut leader = candidate(peer, recipe, &connect, path, 0)?;
+    tokio::task::block_in_place(|| leader.expect("LEADER"))?;
+    let mut handovers = Vec::with_capacity(kills);
+    for k in 0..kills {
+        let follower = candidate(peer, recipe, &connect, path, k + 1)?;
+        participants(&probe, path, 2).await?;
+        let killed = now_ns();
+        // SAFETY: kill has no memory preconditions; the pid is our child's, not yet reaped.
+        unsafe {
+            libc::kill(leader.pid() as libc::pid_t, libc::SIGKILL);
+        }
+        let mut follower = follower;
+        let line = tokio::task::block_in_place(|| follower.expect("LEADER"))?;
+        handovers.push(leader_at(&line)?.saturating_sub(killed));
+        drop(std::mem::replace(&mut leader, follower));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let before = ServerWork::read(zk).await?;
-    let cpu_before = self_cpu_ns();
-    let started = now_ns();
-    let tasks: Vec<_> = sessions
-        .into_iter()
-        .map(|h| {
-            let (stop, path) = (stop.clone(), path.to_string());
-            tokio::spawn(async move {
-                let sem = ours::semaphore(&h, &path, leases)?;
-                let mut holds = Vec::new();
-                while !stop.load(Ordering::Relaxed) {
-                    let guard = sem.acquire().await.map_err(|e| e.to_string())?;
-                    let acquired = now_ns();
-                    tokio::time::sleep(SEMAPHORE_HOLD).await;
-                    holds.push((acquired, now_ns()));
-                    guard.release().await.map_err(|e| e.to_string())?;
-                }
-                sem.settled().await;
-                Ok::<_, String>(holds)
+    leader.say("quit");
+    drop(leader);
+    Ok(handovers)
+}
+
+/// The child side of [`failover`] for zk-recipes: a latch or a selector that never ends its
+/// term, in its own process (the drivers' `elect` protocol).
+pub async fn elect_child(
+    recipe: &str,
+    connect: &str,
+    path: &str,
+    id: &str,
+    session_ms: u64,
+) -> Result<(), String> {
+    let h = ours::connect(connect, Duration::from_millis(session_ms)).await?;
+    let e = |e: zk_recipes::Error| e.to_string();
+    let announce = || {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "LEADER {}", now_ns());
+        let _ = out.flush();
+    };
+    let (_latch, _selector);
+    if recipe == Recipe::Latch.driver_arg(Peer::ZkRecipes) {
+        let latch = ours::latch(&h, path, id)?;
+        latch.start().map_err(e)?;
+        println!("STARTED");
+        latch.await_leadership().await.map_err(e)?;
+        announce();
+        _latch = Some(latch);
+    } else {
+        let selector = ours::selector(&h, path, id)?;
+        selector
+            .start(move |ctx| async move {
+                announce();
+                ctx.stopped().await;
             })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut holds = Vec::new();
-    for t in tasks {
-        holds.extend(t.await.map_err(|e| e.to_string())??);
+            .map_err(e)?;
+        println!("STARTED");
+        _selector = Some(selector);
     }
-    let secs = (now_ns() - started) as f64 / 1e9;
-    let cpu_ns = self_cpu_ns().saturating_sub(cpu_before);
-    let server = before.since(zk).await?;
-    Ok(Contended { secs, holds, server, cpu_ns })
+    tokio::task::spawn_blocking(|| {
+        use std::io::BufRead;
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            if line.trim() == "quit" {
+                break;
+            }
+        }
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 /// What the scale scenario measured.

@@ -44,6 +44,41 @@ pub fn max_depth(holds: &[Hold]) -> usize {
     max as usize
 }
 
+/// Acquisitions that found `max` or more holds already in progress: a semaphore admitting more
+/// holders than its leases. Touching intervals do not overlap, as in [`max_depth`].
+pub fn over_depth(holds: &[Hold], max: usize) -> usize {
+    let mut edges: Vec<(u64, i32)> = holds.iter().flat_map(|&(a, r)| [(a, 1), (r, -1)]).collect();
+    edges.sort_unstable();
+    let (mut depth, mut over) = (0i64, 0);
+    for (_, d) in edges {
+        depth += i64::from(d);
+        if d > 0 && depth > max as i64 {
+            over += 1;
+        }
+    }
+    over
+}
+
+/// Writes held beside any other hold (a reader or another writer): a read/write lock's
+/// violations. `writes` are among `holds`; touching intervals do not overlap.
+pub fn writer_conflicts(holds: &[Hold], writes: &[Hold]) -> usize {
+    let writes: std::collections::HashSet<Hold> = writes.iter().copied().collect();
+    let mut all: Vec<(u64, u64, bool)> =
+        holds.iter().map(|&(a, r)| (a, r, writes.contains(&(a, r)))).collect();
+    all.sort_unstable();
+    // The latest end among the holds before each one, and the earliest start after it.
+    let mut conflicts = 0;
+    let mut latest_end = 0;
+    for (i, &(a, r, write)) in all.iter().enumerate() {
+        let next_start = all.get(i + 1).map_or(u64::MAX, |n| n.0);
+        if write && (latest_end > a || next_start < r) {
+            conflicts += 1;
+        }
+        latest_end = latest_end.max(r);
+    }
+    conflicts
+}
+
 /// The median and the range of a metric over repeats.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
@@ -54,6 +89,11 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// The same spread with every value multiplied by `k` (a change of unit).
+    pub fn scaled(self, k: f64) -> Spread {
+        Spread { median: self.median * k, min: self.min * k, max: self.max * k, count: self.count }
+    }
+
     /// `None` for no values; NaN values (metric not measured) are left out.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
         let mut v: Vec<f64> = values.into_iter().filter(|x| !x.is_nan()).collect();
@@ -93,6 +133,20 @@ mod tests {
         assert_eq!(max_depth(&[]), 0);
         assert_eq!(max_depth(&[(0, 10), (10, 20)]), 1);
         assert_eq!(max_depth(&[(0, 10), (2, 12), (4, 14), (13, 20)]), 3);
+    }
+
+    #[test]
+    fn semaphore_and_rwlock_violations() {
+        let holds = [(0, 10), (2, 12), (4, 14), (13, 20)];
+        assert_eq!(over_depth(&holds, 3), 0);
+        assert_eq!(over_depth(&holds, 2), 1);
+        // Readers together are fine; a writer beside anyone is not; touching is not overlapping.
+        let reads = [(0, 10), (2, 12)];
+        let ok: Vec<Hold> = reads.iter().copied().chain([(12, 15)]).collect();
+        assert_eq!(writer_conflicts(&ok, &[(12, 15)]), 0);
+        let bad: Vec<Hold> = reads.iter().copied().chain([(11, 15), (30, 40), (35, 36)]).collect();
+        assert_eq!(writer_conflicts(&bad, &[(11, 15), (30, 40)]), 2);
+        assert_eq!(writer_conflicts(&reads, &[]), 0);
     }
 
     #[test]

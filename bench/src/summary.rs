@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::peers::Peer;
+use crate::peers::{Peer, Recipe};
 use crate::report::{self, cell, num, Groups, Row};
 use crate::Plan;
 
@@ -16,16 +16,55 @@ pub struct Context<'a> {
     pub reaper_ms: u64,
 }
 
-/// A line of the cross-peer tables: a label, a short label for plots, (scenario, n).
+/// A line of the cross-peer tables: a label, a short label for plots, (scenario, n), and the
+/// recipe when it is not the mutex (a peer without it shows "n/a").
 struct Line {
     label: String,
     short: String,
     scenario: &'static str,
     n: usize,
+    recipe: Option<Recipe>,
+}
+
+impl Line {
+    /// Whether `peer` has no such recipe (its cells read "n/a").
+    fn lacks(&self, peer: Peer) -> bool {
+        self.recipe.is_some_and(|r| r.lacking(peer).is_some())
+    }
+}
+
+/// A recipe's label and short label in the cross-peer tables.
+fn recipe_labels(plan: &Plan, recipe: Recipe) -> (String, String) {
+    let n = plan.contenders(recipe);
+    match recipe {
+        Recipe::Semaphore(leases) => (
+            format!(
+                "semaphore: releases ({leases} leases, {n} contenders, {} ms holds)",
+                recipe.hold().as_millis()
+            ),
+            "semaphore".into(),
+        ),
+        Recipe::ReadWrite(p) => {
+            (format!("read/write lock, {p} % reads: operations ({n} contenders)"), format!("rw {p}% reads"))
+        }
+        Recipe::Latch => {
+            (format!("leader latch: handovers after a clean close ({n} candidates)"), "latch".into())
+        }
+        Recipe::Selector => {
+            (format!("leader selector: handovers after the task returns ({n} candidates)"), "selector".into())
+        }
+        Recipe::Mutex => ("mutex".into(), "mutex".into()),
+    }
 }
 
 fn lines(plan: &Plan) -> Vec<Line> {
-    let line = |label: String, short: &str, scenario, n| Line { label, short: short.into(), scenario, n };
+    let line = |label: String, short: &str, scenario, n| Line {
+        label,
+        short: short.into(),
+        scenario,
+        n,
+        recipe: None,
+    };
     let mut v = vec![line("uncontended cycle".into(), "uncontended", "uncontended", 1)];
     for &n in &plan.ns {
         v.push(line(format!("contended handoff, N = {n}"), &format!("N={n}"), "contended", n));
@@ -42,6 +81,13 @@ fn lines(plan: &Plan) -> Vec<Line> {
         "per-order",
         plan.order_tasks,
     ));
+    for recipe in plan.all_recipes() {
+        let (label, short) = recipe_labels(plan, recipe);
+        v.push(Line {
+            recipe: Some(recipe),
+            ..line(label, &short, recipe.scenario(), plan.contenders(recipe))
+        });
+    }
     v.push(line("1 ms network: uncontended cycle".into(), "net uncont.", "network-uncontended", 1));
     for n in crate::NETWORK_NS {
         v.push(line(
@@ -89,9 +135,14 @@ fn table(
     }
     let _ = writeln!(s);
     for l in lines(plan) {
-        let cells: Vec<String> =
-            peers.iter().map(|p| cell(groups.spread(l.scenario, l.n, *p, metric), decimals)).collect();
-        if cells.iter().all(|c| c == "–") {
+        let cells: Vec<String> = peers
+            .iter()
+            .map(|p| match groups.spread(l.scenario, l.n, *p, metric) {
+                None if l.lacks(*p) => "n/a".into(),
+                spread => cell(spread, decimals),
+            })
+            .collect();
+        if cells.iter().all(|c| c == "–" || c == "n/a") {
             continue;
         }
         let _ = writeln!(s, "| {} | {} |", l.label, cells.join(" | "));
@@ -190,12 +241,20 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         let _ = writeln!(s, "- **skipped: {}** ({why})", p.name());
     }
 
-    table(&mut s, groups, plan, "Operations per second (cycles, or handoffs when contended)", |r| r.rate, 0);
     table(
         &mut s,
         groups,
         plan,
-        "Latency p50, µs (a full cycle uncontended, a handoff contended)",
+        "Operations per second (cycles; handoffs when contended; releases, operations or leadership \
+         handovers for the other recipes)",
+        |r| r.rate,
+        0,
+    );
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Latency p50, µs (a full cycle uncontended, a handoff contended, a leadership handover)",
         |r| r.p50_us,
         0,
     );
@@ -248,8 +307,11 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     }
     let _ = writeln!(s);
     for l in lines(plan) {
-        let cells: Vec<String> = others.iter().map(|p| ratio_cell(groups, l.scenario, l.n, *p)).collect();
-        if cells.iter().all(|c| c == "–") {
+        let cells: Vec<String> = others
+            .iter()
+            .map(|p| if l.lacks(*p) { "n/a".into() } else { ratio_cell(groups, l.scenario, l.n, *p) })
+            .collect();
+        if cells.iter().all(|c| c == "–" || c == "n/a") {
             continue;
         }
         let _ = writeln!(s, "| {} | {} |", l.label, cells.join(" | "));
@@ -282,28 +344,8 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         );
     }
 
-    let n = plan.sem_contenders;
-    let _ = writeln!(
-        s,
-        "\n### Semaphore: zk-recipes' InterProcessSemaphore, {} leases, {n} contenders (one session each, \
-         each keeping its lease {} ms)\n",
-        plan.sem_leases,
-        crate::peers::SEMAPHORE_HOLD.as_millis()
-    );
-    let _ = writeln!(
-        s,
-        "| releases/s | packets per release | client CPU µs per release | most holders at once |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|");
-    let sem = |m: fn(&Row) -> f64| groups.spread("semaphore", n, Peer::ZkRecipes, m);
-    let _ = writeln!(
-        s,
-        "| {} | {} | {} | {} |",
-        cell(sem(|r| r.rate), 0),
-        cell(sem(|r| r.packets_per_op), 1),
-        cell(sem(|r| r.cpu_us_per_op), 1),
-        cell(sem(|r| r.extra), 0)
-    );
+    recipes(&mut s, groups, plan);
+    failovers(&mut s, groups, plan);
 
     let _ = writeln!(s, "\n### Scale: {} waiters on one lock, one process (one run)\n", plan.scale_waiters);
     let _ = writeln!(s, "| peer | resident bytes per waiter | drain time s |");
@@ -321,7 +363,252 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
 
     targets(&mut s, groups, plan, raw_rt_us);
     network_targets(&mut s, groups, cx.network_raw_p50_ns as f64 / 2000.0);
+    recipe_targets(&mut s, groups, plan, raw_rt_us);
     s
+}
+
+/// The violations of a run's invariant, summed over its repeats.
+fn violations(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
+    let rows = groups.0.iter().find(|((s, k, p), _)| *s == scenario && *k == n && *p == peer);
+    rows.map_or("–".into(), |(_, rows)| rows.iter().map(|r| r.overlaps).sum::<usize>().to_string())
+}
+
+/// The peers of the other recipes' tables: those that ran one, or lack one.
+fn recipe_peers(groups: &Groups, plan: &Plan) -> Vec<Peer> {
+    let mut peers: Vec<Peer> = plan
+        .all_recipes()
+        .iter()
+        .flat_map(|r| groups.peers_of(r.scenario()))
+        .chain(plan.peers.iter().copied().filter(|p| matches!(p, Peer::Curator | Peer::Kazoo)))
+        .collect();
+    peers.sort();
+    peers.dedup();
+    peers
+}
+
+/// The semaphore, read/write lock and leader election sections: each peer that has the recipe,
+/// with its invariant's violations; "n/a" and why for a peer that lacks it.
+fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
+    let ran = |r: &Recipe| plan.all_recipes().contains(r) && !groups.peers_of(r.scenario()).is_empty();
+    let peers = recipe_peers(groups, plan);
+    let na = |s: &mut String, recipe: Recipe, label: &str, columns: usize| {
+        for p in &peers {
+            if let Some(why) = recipe.lacking(*p) {
+                let _ = writeln!(s, "| {} | {label}n/a: {why} |{}", p.name(), " |".repeat(columns - 1));
+            }
+        }
+    };
+    let sem = Recipe::Semaphore(plan.sem_leases);
+    if ran(&sem) {
+        let n = plan.contenders(sem);
+        let _ = writeln!(
+            s,
+            "\n### Semaphore: {} leases, {n} contenders (a session each), each keeping its lease {} ms\n\n\
+             zk-recipes' `InterProcessSemaphore`, Curator's `InterProcessSemaphoreV2`, kazoo's `Semaphore`. \
+             Violations: acquisitions while {} others held a lease, from the holds' timestamps (must be 0).\n",
+            plan.sem_leases,
+            sem.hold().as_millis(),
+            plan.sem_leases
+        );
+        let _ = writeln!(
+            s,
+            "| peer | releases/s | packets per release | client CPU µs per release | most holders at once | violations |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        for p in groups.peers_of(sem.scenario()) {
+            let m = |f: fn(&Row) -> f64| groups.spread(sem.scenario(), n, p, f);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                p.name(),
+                cell(m(|r| r.rate), 0),
+                cell(m(|r| r.packets_per_op), 1),
+                cell(m(|r| r.cpu_us_per_op), 0),
+                cell(m(|r| r.extra), 0),
+                violations(groups, sem.scenario(), n, p)
+            );
+        }
+        na(s, sem, "", 5);
+    }
+    let mixes: Vec<Recipe> = plan.recipes("rwlock").into_iter().filter(|r| ran(r)).collect();
+    if let Some(&first) = mixes.first() {
+        let n = plan.contenders(first);
+        let _ = writeln!(
+            s,
+            "\n### Read/write lock: {n} contenders (a session each), no critical section\n\n\
+             zk-recipes' `InterProcessReadWriteLock`, Curator's `InterProcessReadWriteLock`. Contender `i`'s \
+             `k`-th operation reads when `(k + i) % 10 < reads / 10`. Violations: writes held beside any \
+             other hold, reader or writer (must be 0).\n"
+        );
+        let _ = writeln!(
+            s,
+            "| peer | reads | operations/s | packets per operation | client CPU µs per operation | most holders at once | violations |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for &mix in &mixes {
+            let Recipe::ReadWrite(pct) = mix else { continue };
+            for p in groups.peers_of(mix.scenario()) {
+                let m = |f: fn(&Row) -> f64| groups.spread(mix.scenario(), n, p, f);
+                let _ = writeln!(
+                    s,
+                    "| {} | {pct} % | {} | {} | {} | {} | {} |",
+                    p.name(),
+                    cell(m(|r| r.rate), 0),
+                    cell(m(|r| r.packets_per_op), 1),
+                    cell(m(|r| r.cpu_us_per_op), 0),
+                    cell(m(|r| r.extra), 0),
+                    violations(groups, mix.scenario(), n, p)
+                );
+            }
+        }
+        na(s, first, "", 6);
+    }
+    let elections: Vec<Recipe> = plan.recipes("leader").into_iter().filter(|r| ran(r)).collect();
+    if let Some(&first) = elections.first() {
+        let n = plan.contenders(first);
+        let _ = writeln!(
+            s,
+            "\n### Leader election: {n} candidates (a session each), every term ended at once\n\n\
+             Handover: from the leader ending its term cleanly (a latch's `close()`, a selector's task \
+             returning, kazoo's `Election.run` function returning) to the next leader's task starting. \
+             zk-recipes' and Curator's `LeaderLatch` (a new latch per term: a closed latch can't start \
+             again) and `LeaderSelector` (auto-requeue), kazoo's `Election`. Violations: terms that \
+             overlap (must be 0). After a kill of the leader's process: see the failover section.\n"
+        );
+        let _ = writeln!(
+            s,
+            "| peer | recipe | handovers/s | handover p50 µs | handover p99 µs | packets per handover | client CPU µs per handover | violations |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+        for &e in &elections {
+            let what = if e == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
+            for p in groups.peers_of(e.scenario()) {
+                let m = |f: fn(&Row) -> f64| groups.spread(e.scenario(), n, p, f);
+                let _ = writeln!(
+                    s,
+                    "| {} | {what} | {} | {} | {} | {} | {} | {} |",
+                    p.name(),
+                    cell(m(|r| r.rate), 0),
+                    cell(m(|r| r.p50_us), 0),
+                    cell(m(|r| r.p99_us), 0),
+                    cell(m(|r| r.packets_per_op), 1),
+                    cell(m(|r| r.cpu_us_per_op), 0),
+                    violations(groups, e.scenario(), n, p)
+                );
+            }
+            if e == Recipe::Latch {
+                na(s, e, "latch | ", 6);
+            }
+        }
+    }
+}
+
+/// The failover section: handovers after a kill of the leader's process, beside the session
+/// timeout that dominates them.
+fn failovers(s: &mut String, groups: &Groups, plan: &Plan) {
+    let recipes: Vec<Recipe> = plan
+        .recipes("leader")
+        .into_iter()
+        .filter(|r| !groups.peers_of(crate::failover_scenario(*r)).is_empty())
+        .collect();
+    if recipes.is_empty() {
+        return;
+    }
+    let timeout_ms = crate::peers::FAILOVER_SESSION.as_millis();
+    let _ = writeln!(
+        s,
+        "\n### Leader failover after a kill: 2 candidates, each in its own process, {timeout_ms} ms sessions\n\n\
+         The leader's process is killed (SIGKILL) {} times per run, a new follower joining before each \
+         kill; handover: from the kill to the follower's task starting (`LEADER` printed by the candidate, \
+         CLOCK_MONOTONIC). The killed leader's node goes when its session expires, so the session timeout \
+         ({timeout_ms} ms, the servers' tick 200 ms) is most of it. The server counts the timeout from the \
+         last packet it had from the session (a client pings when idle for a fraction of the timeout), \
+         not from the kill, so a handover can be shorter than the timeout: how much shorter depends on \
+         each client's ping schedule, not on its recipe.\n",
+        plan.failover_kills
+    );
+    let _ = writeln!(s, "| peer | recipe | handover p50 ms | handover p99 ms | p50 − session timeout, ms |");
+    let _ = writeln!(s, "|---|---|---|---|---|");
+    for r in recipes {
+        let sc = crate::failover_scenario(r);
+        let what = if r == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
+        for p in groups.peers_of(sc) {
+            let ms = |f: fn(&Row) -> f64| groups.spread(sc, 2, p, f).map(|x| x.scaled(1e-3));
+            let beyond = groups.spread(sc, 2, p, |r| r.p50_us / 1000.0 - r.extra);
+            let _ = writeln!(
+                s,
+                "| {} | {what} | {} | {} | {} |",
+                p.name(),
+                cell(ms(|r| r.p50_us), 0),
+                cell(ms(|r| r.p99_us), 0),
+                cell(beyond, 0)
+            );
+        }
+        if r == Recipe::Latch {
+            let peers = recipe_peers(groups, plan);
+            for p in peers.iter().filter(|p| r.lacking(**p).is_some()) {
+                let why = r.lacking(*p).unwrap_or_default();
+                let _ = writeln!(s, "| {} | latch | n/a: {why} | | |", p.name());
+            }
+        }
+    }
+}
+
+/// Issue 28's targets for the other recipes against this run's medians.
+fn recipe_targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
+    let recipes: Vec<Recipe> =
+        plan.all_recipes().into_iter().filter(|r| !groups.peers_of(r.scenario()).is_empty()).collect();
+    if recipes.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n### Issue 28 targets (medians of this run)\n");
+    for recipe in &recipes {
+        let (sc, n) = (recipe.scenario(), plan.contenders(*recipe));
+        let Some(ours) = groups.median(sc, n, Peer::ZkRecipes, |r| r.rate) else { continue };
+        let mut parts = Vec::new();
+        let mut all_met = true;
+        for peer in [Peer::Curator, Peer::Kazoo] {
+            match groups.median(sc, n, peer, |r| r.rate) {
+                Some(theirs) if theirs > 0.0 => {
+                    all_met &= ours / theirs >= 1.5;
+                    parts.push(format!("{:.2}× {}", ours / theirs, peer.name()));
+                }
+                _ => {
+                    if let Some(why) = recipe.lacking(peer) {
+                        parts.push(format!("{}: n/a ({why})", peer.name()));
+                    }
+                }
+            }
+        }
+        let _ = writeln!(s, "- {sc} ≥ 1.5× Curator and kazoo: {} — {}", parts.join(", "), verdict(all_met));
+    }
+    let sem = Recipe::Semaphore(plan.sem_leases);
+    let (sc, n) = (sem.scenario(), plan.contenders(sem));
+    if let (Some(a), Some(b)) = (
+        groups.median(sc, n, Peer::ZkRecipes, |r| r.packets_per_op),
+        groups.median(sc, n, Peer::Curator, |r| r.packets_per_op),
+    ) {
+        let _ = writeln!(
+            s,
+            "- semaphore packets per release ≤ Curator's: {a:.1} against {b:.1} — {}",
+            verdict(a <= b)
+        );
+    }
+    for e in [Recipe::Latch, Recipe::Selector] {
+        if let Some(p50) = groups.median(e.scenario(), plan.contenders(e), Peer::ZkRecipes, |r| r.p50_us) {
+            if raw_rt_us > 0.0 {
+                let _ = writeln!(
+                    s,
+                    "- {} handover p50 after a clean close ≤ 2 raw write round trips: {:.0} µs = {:.2} round \
+                     trips — {}",
+                    e.scenario(),
+                    p50,
+                    p50 / raw_rt_us,
+                    verdict(p50 <= 2.0 * raw_rt_us)
+                );
+            }
+        }
+    }
 }
 
 /// Issue 18's targets against this run's medians.
@@ -396,9 +683,6 @@ fn targets(s: &mut String, groups: &Groups, plan: &Plan, raw_rt_us: f64) {
             verdict(left == 0.0)
         );
     }
-    if let Some(p) = ours("semaphore", plan.sem_contenders, |r| r.packets_per_op) {
-        let _ = writeln!(s, "- semaphore packets per release (reported, no target): {p:.1}");
-    }
 }
 
 /// The same targets where a round trip is the network's (the 1 ms network rows).
@@ -450,7 +734,8 @@ fn handoff_p50s(s: &mut String, groups: &Groups, scenario: &str, ns: &[usize], r
     }
 }
 
-/// `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`.
+/// `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`, and `handovers.png` when leader
+/// election ran.
 pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
     let others = [Peer::LockClient, Peer::Curator, Peer::Kazoo];
     let ratio_groups: Vec<(String, Vec<(Peer, f64)>)> = lines(plan)
@@ -509,6 +794,33 @@ pub fn plots(groups: &Groups, plan: &Plan, out: &Path) -> Result<(), String> {
         "Contended handoffs per second",
         "handoffs/s",
         &out.join("handoffs.png"),
+    )?;
+    let mut handovers: Vec<(String, Vec<(Peer, f64)>)> = Vec::new();
+    for e in plan.recipes("leader") {
+        let n = plan.contenders(e);
+        let short = recipe_labels(plan, e).1;
+        for (what, metric) in [("p50", (|r: &Row| r.p50_us) as fn(&Row) -> f64), ("p99", |r: &Row| r.p99_us)]
+        {
+            let bars: Vec<(Peer, f64)> = groups
+                .peers_of(e.scenario())
+                .into_iter()
+                .filter_map(|p| Some((p, groups.median(e.scenario(), n, p, metric)? / 1000.0)))
+                .collect();
+            if !bars.is_empty() {
+                handovers.push((format!("{short} {what}"), bars));
+            }
+        }
+    }
+    if handovers.is_empty() {
+        return Ok(());
+    }
+    report::bars(
+        &handovers,
+        "Leader handover after a clean close (medians)",
+        "ms",
+        &[],
+        plotters::chart::SeriesLabelPosition::UpperLeft,
+        &out.join("handovers.png"),
     )
 }
 

@@ -6,10 +6,19 @@
 //   java CuratorPeer revoke CONNECT NODE_PATH SESSION_MS  (Curator's Revoker.attemptRevoke; prints REVOKED)
 //   java CuratorPeer order CONNECT PATH SESSION_MS     (prints NODE <name> per child in Curator's lock order, then END)
 //   java CuratorPeer latch CONNECT PATH ID SESSION_MS      (prints LEADER / NOT_LEADER; quits on stdin EOF or "quit")
-//   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS
+//   java CuratorPeer elect CONNECT PATH ID SESSION_MS latch|selector
+//       joins an election (a LeaderLatch, or a LeaderSelector whose takeLeadership never returns),
+//       prints STARTED, then "LEADER <System.nanoTime>" when it leads; quits on "quit" or stdin EOF
+//       (the bench kills it instead, to measure a failover).
+//   java CuratorPeer contend CONNECT PATH N CS_MICROS OUT SESSION_MS [RECIPE]
 //       N threads, each with its own session, loop acquire -> critical section -> release from
 //       "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines (System.nanoTime,
-//       CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
+//       CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit". RECIPE: mutex (the
+//       default; the critical section spins), semaphore:LEASES (InterProcessSemaphoreV2),
+//       rw:READ_PERCENT (InterProcessReadWriteLock; operation k of thread i reads when
+//       (k + i) % 10 < READ_PERCENT / 10; lines end " r" or " w"), latch (a new LeaderLatch per
+//       term, left with close()), selector (an auto-requeued LeaderSelector whose takeLeadership
+//       returns); a hold is a term for the last two; their critical sections sleep.
 //   java CuratorPeer many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS
 //       THREADS threads share one session, cycling acquire/release over LOCKS paths; prints COUNT <n>.
 //   java CuratorPeer queue CONNECT PATH N SESSION_MS
@@ -33,7 +42,12 @@ import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.retry.RetryNTimes;
 
@@ -67,6 +81,121 @@ public class CuratorPeer {
             if (line.trim().equals(word)) {
                 return;
             }
+        }
+    }
+
+    /** One contender of `contend` mode, from "go" until `stop` (or `stopped`) and its last cycle. */
+    interface Contender {
+        void run(java.util.concurrent.atomic.AtomicBoolean stop, java.util.concurrent.CountDownLatch stopped) throws Exception;
+    }
+
+    /** The critical section: spun for the mutex (as ever), slept for the other recipes. */
+    static void critical(long csNanos, boolean sleep) throws InterruptedException {
+        if (csNanos <= 0) {
+            return;
+        }
+        if (sleep) {
+            Thread.sleep(csNanos / 1_000_000L, (int) (csNanos % 1_000_000L));
+            return;
+        }
+        long until = System.nanoTime() + csNanos;
+        while (System.nanoTime() < until) { Thread.onSpinWait(); }
+    }
+
+    /** "ACQUIRED_NS RELEASING_NS[ KIND]". */
+    static void logHold(StringBuilder log, long acquired, long releasing, String kind) {
+        synchronized (log) {
+            log.append(acquired).append(' ').append(releasing);
+            if (kind != null) { log.append(' ').append(kind); }
+            log.append('\n');
+        }
+    }
+
+    /** Whether contender `i`'s `k`-th operation of a read/write mix is a read (the bench's rule). */
+    static boolean isRead(int i, long k, int readPercent) {
+        return (k + i) % 10 < readPercent / 10;
+    }
+
+    /** Contender `i` of `contend` mode for RECIPE: mutex, semaphore:LEASES, rw:READ_PERCENT, latch, selector. */
+    static Contender contender(CuratorFramework client, String path, String recipe, int i, long csNanos, StringBuilder log) throws Exception {
+        String[] parts = recipe.split(":");
+        switch (parts[0]) {
+            case "mutex": {
+                InterProcessMutex mutex = new InterProcessMutex(client, path);
+                return (stop, stopped) -> {
+                    while (!stop.get()) {
+                        mutex.acquire();
+                        long acquired = System.nanoTime();
+                        critical(csNanos, false);
+                        long releasing = System.nanoTime();
+                        mutex.release();
+                        logHold(log, acquired, releasing, null);
+                    }
+                };
+            }
+            case "semaphore": {
+                InterProcessSemaphoreV2 sem = new InterProcessSemaphoreV2(client, path, Integer.parseInt(parts[1]));
+                return (stop, stopped) -> {
+                    while (!stop.get()) {
+                        Lease lease = sem.acquire();
+                        long acquired = System.nanoTime();
+                        critical(csNanos, true);
+                        long releasing = System.nanoTime();
+                        sem.returnLease(lease);
+                        logHold(log, acquired, releasing, null);
+                    }
+                };
+            }
+            case "rw": {
+                int readPercent = Integer.parseInt(parts[1]);
+                InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
+                return (stop, stopped) -> {
+                    for (long k = 0; !stop.get(); k++) {
+                        boolean read = isRead(i, k, readPercent);
+                        InterProcessMutex lock = read ? rw.readLock() : rw.writeLock();
+                        lock.acquire();
+                        long acquired = System.nanoTime();
+                        critical(csNanos, true);
+                        long releasing = System.nanoTime();
+                        lock.release();
+                        logHold(log, acquired, releasing, read ? "r" : "w");
+                    }
+                };
+            }
+            case "latch": {
+                // A term: a new latch joins, leads, and leaves with close() (a latch can't restart).
+                return (stop, stopped) -> {
+                    while (!stop.get()) {
+                        LeaderLatch latch = new LeaderLatch(client, path, "bench-" + i);
+                        latch.start();
+                        latch.await();
+                        long acquired = System.nanoTime();
+                        critical(csNanos, true);
+                        long releasing = System.nanoTime();
+                        latch.close();
+                        logHold(log, acquired, releasing, null);
+                    }
+                };
+            }
+            case "selector": {
+                // A term: takeLeadership runs and returns; autoRequeue queues the selector again.
+                LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+                    public void takeLeadership(CuratorFramework c) throws Exception {
+                        long acquired = System.nanoTime();
+                        critical(csNanos, true);
+                        logHold(log, acquired, System.nanoTime(), null);
+                    }
+                });
+                selector.setId("bench-" + i);
+                selector.autoRequeue();
+                return (stop, stopped) -> {
+                    selector.start();
+                    stopped.await();
+                    selector.close();
+                };
+            }
+            default:
+                throw new IllegalArgumentException("unknown recipe " + recipe);
         }
     }
 
@@ -169,12 +298,43 @@ public class CuratorPeer {
                 client.close();
                 break;
             }
+            case "elect": {
+                CuratorFramework client = connect(args[1], Integer.parseInt(args[4]));
+                String path = args[2], id = args[3];
+                if (args[5].equals("latch")) {
+                    LeaderLatch latch = new LeaderLatch(client, path, id);
+                    latch.addListener(new LeaderLatchListener() {
+                        public void isLeader() {
+                            System.out.println("LEADER " + System.nanoTime());
+                            System.out.flush();
+                        }
+
+                        public void notLeader() {}
+                    });
+                    latch.start();
+                } else {
+                    LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+                        public void takeLeadership(CuratorFramework c) throws Exception {
+                            System.out.println("LEADER " + System.nanoTime());
+                            System.out.flush();
+                            Thread.sleep(Long.MAX_VALUE);
+                        }
+                    });
+                    selector.setId(id);
+                    selector.start();
+                }
+                System.out.println("STARTED");
+                System.out.flush();
+                waitForStdin("quit");
+                break;
+            }
             case "contend": {
                 String connect = args[1], path = args[2];
                 int n = Integer.parseInt(args[3]);
                 long csNanos = Long.parseLong(args[4]) * 1000L;
                 Path out = Paths.get(args[5]);
                 int sessionMs = Integer.parseInt(args[6]);
+                String recipe = args.length > 7 ? args[7] : "mutex";
                 // Sessions connect in parallel: one after another, 128 of them take seconds.
                 CuratorFramework[] clients = new CuratorFramework[n];
                 java.util.concurrent.ExecutorService starter = java.util.concurrent.Executors.newFixedThreadPool(Math.min(n, 16));
@@ -188,24 +348,17 @@ public class CuratorPeer {
                 starter.shutdown();
                 java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean(false);
                 java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+                java.util.concurrent.CountDownLatch stopped = new java.util.concurrent.CountDownLatch(1);
                 java.util.List<StringBuilder> logs = new java.util.ArrayList<>();
                 Thread[] threads = new Thread[n];
                 for (int i = 0; i < n; i++) {
                     StringBuilder log = new StringBuilder();
                     logs.add(log);
-                    InterProcessMutex mutex = new InterProcessMutex(clients[i], path);
+                    Contender contender = contender(clients[i], path, recipe, i, csNanos, log);
                     threads[i] = new Thread(() -> {
                         try {
                             go.await();
-                            while (!stop.get()) {
-                                mutex.acquire();
-                                long acquired = System.nanoTime();
-                                long until = acquired + csNanos;
-                                while (System.nanoTime() < until) { Thread.onSpinWait(); }
-                                long releasing = System.nanoTime();
-                                mutex.release();
-                                log.append(acquired).append(' ').append(releasing).append('\n');
-                            }
+                            contender.run(stop, stopped);
                         } catch (Exception e) {
                             e.printStackTrace();
                             System.exit(4);
@@ -219,9 +372,12 @@ public class CuratorPeer {
                 go.countDown();
                 waitForStdin("stop");
                 stop.set(true);
+                stopped.countDown();
                 for (Thread t : threads) { t.join(); }
                 StringBuilder all = new StringBuilder();
-                for (StringBuilder log : logs) { all.append(log); }
+                for (StringBuilder log : logs) {
+                    synchronized (log) { all.append(log); }
+                }
                 Files.write(out, all.toString().getBytes(StandardCharsets.UTF_8));
                 System.out.println("DONE");
                 System.out.flush();

@@ -3,10 +3,15 @@
     kazoo_peer.py lock  CONNECT PATH ROUNDS COUNTER EVENTS OCCUPANCY ID SESSION_MS
     kazoo_peer.py hold  CONNECT PATH ID SESSION_MS [lock|read|write]
                                     (prints HOLDING <seq>; releases on stdin EOF or "release")
-    kazoo_peer.py contend CONNECT PATH N CS_MICROS OUT SESSION_MS
+    kazoo_peer.py contend CONNECT PATH N CS_MICROS OUT SESSION_MS [RECIPE]
         N threads, each with its own session, loop acquire -> critical section -> release from
         "go" to "stop" on stdin; each writes "ACQUIRED_NS RELEASING_NS" lines
         (time.monotonic_ns, CLOCK_MONOTONIC) to OUT; prints READY, then DONE; exits on "exit".
+        RECIPE: mutex (the default; the critical section spins), semaphore:LEASES (Semaphore),
+        rw:READ_PERCENT (ReadLock/WriteLock; operation k of thread i reads when
+        (k + i) % 10 < READ_PERCENT / 10; lines end " r" or " w"), election (Election.run, a
+        term per run, its function returning); their critical sections sleep.
+    kazoo_peer.py elect CONNECT PATH ID SESSION_MS   (as CuratorPeer's elect mode, with Election)
     kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
     kazoo_peer.py many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS   (as CuratorPeer's many mode)
     kazoo_peer.py order CONNECT PATH SESSION_MS     (prints NODE <data> per contender in kazoo's order, then END)
@@ -41,6 +46,62 @@ def wait_for_stdin(word):
     for line in sys.stdin:
         if line.strip() == word:
             return
+
+
+def critical(cs_ns, sleep):
+    """The critical section: spun for the mutex (as ever), slept for the other recipes."""
+    if cs_ns <= 0:
+        return
+    if sleep:
+        time.sleep(cs_ns / 1e9)
+        return
+    until = time.monotonic_ns() + cs_ns
+    while time.monotonic_ns() < until:
+        pass
+
+
+def is_read(i, k, read_percent):
+    """Whether contender i's k-th operation of a read/write mix is a read (the bench's rule)."""
+    return (k + i) % 10 < read_percent // 10
+
+
+def contend(client, path, recipe, i, cs_ns, stop, log):
+    """Contender i of contend mode until stop: RECIPE is mutex, semaphore:LEASES,
+    rw:READ_PERCENT or election (a term per Election.run, whose function returns)."""
+    kind, _, arg = recipe.partition(":")
+    ident = "bench-%d" % i
+    if kind == "election":
+        election = client.Election(path, ident)
+
+        def lead():
+            acquired = time.monotonic_ns()
+            critical(cs_ns, True)
+            log.append("%d %d" % (acquired, time.monotonic_ns()))
+
+        while not stop.is_set():
+            election.run(lead)
+        return
+    if kind == "mutex":
+        lock = client.Lock(path, ident)
+        pick = lambda k: (lock, "")
+    elif kind == "semaphore":
+        sem = client.Semaphore(path, ident, max_leases=int(arg))
+        pick = lambda k: (sem, "")
+    elif kind == "rw":
+        read, write = client.ReadLock(path, ident), client.WriteLock(path, ident)
+        pick = lambda k: (read, " r") if is_read(i, k, int(arg)) else (write, " w")
+    else:
+        raise SystemExit("unknown recipe " + recipe)
+    k = 0
+    while not stop.is_set():
+        lock, tag = pick(k)
+        k += 1
+        lock.acquire()
+        acquired = time.monotonic_ns()
+        critical(cs_ns, kind != "mutex")
+        releasing = time.monotonic_ns()
+        lock.release()
+        log.append("%d %d%s" % (acquired, releasing, tag))
 
 
 def main():
@@ -79,23 +140,15 @@ def main():
         print("RELEASED", flush=True)
     elif mode == "contend":
         hosts, path, n, cs_us, out, session = sys.argv[2:8]
+        recipe = sys.argv[8] if len(sys.argv) > 8 else "mutex"
         n, cs_ns = int(n), int(cs_us) * 1000
         clients = [connect(hosts, int(session)) for _ in range(n)]
         go, stop = threading.Event(), threading.Event()
         logs = [[] for _ in range(n)]
 
         def contender(i):
-            lock = clients[i].Lock(path, "bench-%d" % i)
             go.wait()
-            while not stop.is_set():
-                lock.acquire()
-                acquired = time.monotonic_ns()
-                until = acquired + cs_ns
-                while time.monotonic_ns() < until:
-                    pass
-                releasing = time.monotonic_ns()
-                lock.release()
-                logs[i].append("%d %d" % (acquired, releasing))
+            contend(clients[i], path, recipe, i, cs_ns, stop, logs[i])
 
         threads = [threading.Thread(target=contender, args=(i,)) for i in range(n)]
         for t in threads:
@@ -115,6 +168,19 @@ def main():
         wait_for_stdin("exit")
         for c in clients:
             c.stop()
+    elif mode == "elect":
+        hosts, path, ident, session = sys.argv[2:6]
+        client = connect(hosts, int(session))
+        forever = threading.Event()
+
+        def lead():
+            print("LEADER %d" % time.monotonic_ns(), flush=True)
+            forever.wait()
+
+        threading.Thread(target=client.Election(path, ident).run, args=(lead,), daemon=True).start()
+        print("STARTED", flush=True)
+        wait_for_stdin("quit")
+        os._exit(0)
     elif mode == "order":
         hosts, path, session = sys.argv[2:5]
         client = connect(hosts, int(session))
