@@ -443,6 +443,8 @@ impl Queue {
         let mut children = children;
         // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
         let mut seen = std::collections::HashMap::new();
+        // Watches set in an earlier round that have not fired: kept, not set again.
+        let mut armed = Armed::new();
         loop {
             let (watched, decision, report) = {
                 let (queue, me, decision) = self.decide(entry, rule, &children)?;
@@ -452,7 +454,10 @@ impl Queue {
                         self.hold_back(entry, progress).await?;
                         return self.admitted(entry, rule, &queue, me).await;
                     }
-                    Decision::Wait { on, .. } => vec![queue[on].name.clone()],
+                    Decision::Wait { on, .. } => {
+                        let ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
+                        std::iter::once(on).chain(ahead).map(|i| queue[i].name.clone()).collect()
+                    }
                     Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
                 };
                 tracing::debug!(position = me, watching = watched.len(), "waiting");
@@ -473,7 +478,7 @@ impl Queue {
                     (entry.own.event, entry.own.check) = (Some(event), Some(check));
                 }
             }
-            let woke = self.until_any_gone(entry, &watched, &mut seen, report, progress).await?;
+            let woke = self.until_any_gone(entry, &watched, &mut seen, &mut armed, report, progress).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are
             // behind us, so we are the head now, if our own node still exists (someone may have
             // deleted it in an earlier transaction; then we must not enter). The watch on our
@@ -593,18 +598,26 @@ impl Queue {
         entry: &mut Entry,
         names: &[String],
         seen: &mut std::collections::HashMap<String, i64>,
+        armed: &mut Armed,
         report: Option<(bool, usize, String)>,
         progress: &mut Progress<'_>,
     ) -> Result<Woke> {
         let client = entry.conn.client.clone();
+        // A watch we no longer need is dropped (removed); one we still need is kept as it is:
+        // it has seen every change since it was set.
+        armed.retain(|name, _| names.contains(name));
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
-        let requests: Vec<_> = paths.iter().map(|p| client.get_and_watch_data(p)).collect();
+        let requests: Vec<_> = names
+            .iter()
+            .zip(&paths)
+            .map(|(name, path)| (!armed.contains_key(name)).then(|| client.get_and_watch_data(path)))
+            .collect();
         // The head's participant id, for a report: read behind the watches.
         let head = report.as_ref().map(|(_, _, head)| client.get_data(&self.root.child(head)));
-        let mut watchers = Vec::with_capacity(paths.len());
         let mut changed = false;
         for (at, (request, path)) in requests.into_iter().zip(&paths).enumerate() {
+            let Some(request) = request else { continue };
             match request.await {
                 Ok((_, stat, watcher)) => {
                     let accounted = seen.get(path).copied().unwrap_or(entry.czxid);
@@ -612,7 +625,7 @@ impl Queue {
                         seen.insert(path.clone(), stat.mzxid);
                         changed = true;
                     }
-                    watchers.push(Box::pin(watcher.changed()));
+                    armed.insert(names[at].clone(), Box::pin(watcher.changed()));
                 }
                 Err(ZkError::NoNode) => return Ok(Woke::Deleted(at)),
                 Err(e) if crate::error::is_connection_loss(&e) => {
@@ -631,8 +644,11 @@ impl Queue {
             return Ok(Woke::Changed(None));
         }
         let any = std::future::poll_fn(|cx| {
-            for (at, watcher) in watchers.iter_mut().enumerate() {
+            for (at, name) in names.iter().enumerate() {
+                let Some(watcher) = armed.get_mut(name) else { continue };
                 if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
+                    // Fired: it is spent.
+                    armed.remove(name);
                     return std::task::Poll::Ready((at, event));
                 }
             }
@@ -662,6 +678,12 @@ impl Queue {
         }
     }
 }
+
+/// A watch set on a node ahead, still to fire.
+type ArmedWatch = std::pin::Pin<Box<dyn std::future::Future<Output = zookeeper_client::WatchedEvent> + Send>>;
+
+/// A waiter's watches still to fire, by node name.
+type Armed = std::collections::HashMap<String, ArmedWatch>;
 
 /// Why a waiter woke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

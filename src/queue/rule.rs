@@ -28,6 +28,15 @@ pub(crate) trait Admission: Send + Sync {
     fn announce_admission(&self, _queue: &[QueueNode], _me: usize) -> bool {
         false
     }
+
+    /// A node to watch beside the one a waiter at `me` waits `on` (an index ahead of `on`), so
+    /// that it lists the queue again when that one goes, while `on` still holds it back: a
+    /// mutex's waiter watches the node two ahead of it as well, and once its predecessor is the
+    /// head it enters on the predecessor's deletion alone, one hop instead of two. A deletion
+    /// then notifies at most two waiters. `None` (the default): watch `on` only.
+    fn lookahead(&self, _queue: &[QueueNode], _me: usize, _on: usize) -> Option<usize> {
+        None
+    }
 }
 
 /// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
@@ -42,5 +51,10 @@ impl Admission for FirstN {
         } else {
             Decision::Wait { on: me - self.0, then_proceed: me == self.0 }
         }
+    }
+
+    /// One holder: the node ahead of the one we wait on (see [`Admission::lookahead`]).
+    fn lookahead(&self, _queue: &[QueueNode], _me: usize, on: usize) -> Option<usize> {
+        on.checked_sub(1).filter(|_| self.0 == 1)
     }
 }

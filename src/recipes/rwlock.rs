@@ -33,6 +33,11 @@ impl Admission for RwRule {
             Some(on) => Decision::Wait { on, then_proceed: writers.next().is_none() },
         }
     }
+
+    /// A writer waits as a mutex's waiter does; a reader on the nearest writer only.
+    fn lookahead(&self, queue: &[QueueNode], me: usize, on: usize) -> Option<usize> {
+        (queue[me].marker == WRITER).then(|| FirstN(1).lookahead(queue, me, on)).flatten()
+    }
 }
 
 /// A read taken under a held write lock: admitted at once (the write lock excludes everyone
