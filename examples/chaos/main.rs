@@ -234,7 +234,20 @@ async fn inject(
     run: &Mutex<Run>,
     epoch: Epoch,
 ) -> Result<String, Error> {
-    let pick = |rng: &mut Rng| rng.below(proxies.len() as u64) as usize;
+    // A client-path fault hits the worker inside (if any) half the time (always when broken on
+    // purpose), a random one else.
+    let inside = match fault {
+        Fault::PartitionClient | Fault::SlowPath | Fault::ShortCut | Fault::ResetConnection | Fault::SessionMove
+            if spawner.broken != Broken::None || rng.below(2) == 0 =>
+        {
+            holder_now(state).await.and_then(|w| {
+                let (p, i) = w.strip_prefix('p')?.split_once('w')?;
+                Some(p.parse::<usize>().ok()? * WORKERS_PER_PROCESS + i.parse::<usize>().ok()?)
+            })
+        }
+        _ => None,
+    };
+    let pick = |rng: &mut Rng| inside.unwrap_or_else(|| rng.below(proxies.len() as u64) as usize);
     let worker = |k: usize| format!("p{}w{}", k / WORKERS_PER_PROCESS, k % WORKERS_PER_PROCESS);
     Ok(match fault {
         Fault::KillZkLeader => match zk.leader().await {

@@ -29,7 +29,7 @@ pub const MARGIN: Duration = Duration::from_millis(SESSION.as_millis() as u64 / 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Broken {
     None,
-    /// Workers ignore loss and their safe window, and hold for two session timeouts.
+    /// Workers ignore loss and their safe window, and hold for three session timeouts.
     IgnoreSafeWindow,
     /// As `IgnoreSafeWindow`, and the resource accepts every write (no fence).
     NoFence,
@@ -189,7 +189,7 @@ impl Ctx {
         tokio::pin!(lost);
         let mut deadline = start;
         let now = Instant::now();
-        let until = if self.careless() { Some(now + SESSION * 2) } else { term.map(|t| now + t) };
+        let until = if self.careless() { Some(now + SESSION * 3) } else { term.map(|t| now + t) };
         let stop = loop {
             let stop = self.op(&targets, kind, &mut lost, safe, &mut deadline).await?;
             if stop != Stop::Done || until.is_none_or(|u| Instant::now() >= u) || self.stopping() {
