@@ -373,8 +373,9 @@ fn main() {
         reports.iter().map(|(_, r)| r.history.ops.iter().filter(|o| o.refused).count()).sum();
     let explained: usize =
         reports.iter().map(|(_, r)| r.overlaps.iter().filter(|o| o.explanation.is_some()).count()).sum();
+    let episodes: usize = reports.iter().map(|(_, r)| r.episodes).sum();
     println!(
-        "total: {} phases, {} faults ({}), {holds} holds, {refused} writes refused by fencing, {explained} overlaps explained by a paused holder",
+        "total: {} phases, {} faults ({}), {holds} holds, {refused} writes refused by fencing, {explained} holds began beside a paused holder (explained; {episodes} pauses)",
         reports.len(),
         run.faults.len(),
         kinds.join(", ")

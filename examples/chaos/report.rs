@@ -13,6 +13,8 @@ pub struct PhaseReport {
     pub violations: usize,
     pub history: History,
     pub overlaps: Vec<Overlap>,
+    /// Runs of explained overlaps with the same paused holder.
+    pub episodes: usize,
 }
 
 pub fn report(
@@ -25,6 +27,7 @@ pub fn report(
     (started, ended): (Duration, Duration),
 ) -> PhaseReport {
     let cap_of = |_: &str| cap(mode);
+    h.finish();
     // Operations still open when the phase ended (a task aborted mid-write): zero length.
     for op in &mut h.ops {
         if op.end.is_none() {
@@ -51,10 +54,6 @@ pub fn report(
             causes.join(", "),
             h.ops.len()
         ),
-        format!(
-            "  overlapping holds the recipe must not admit together: {} explained (a paused holder), {unexplained} unexplained",
-            overlaps.len() - unexplained
-        ),
     ];
     // One line per run of overlaps with the same earlier holders and the same verdict (a
     // paused holder overlaps every successor that came in while it slept).
@@ -69,6 +68,11 @@ pub fn report(
             _ => groups.push((&o.earlier, o.explanation.as_deref(), vec![o])),
         }
     }
+    let episodes = groups.iter().filter(|g| g.1.is_some()).count();
+    lines.push(format!(
+        "  holds that began beside a holder the recipe must not admit with them: {} explained, in {episodes} episode(s) of a paused holder; {unexplained} unexplained",
+        overlaps.len() - unexplained
+    ));
     for (earlier, why, list) in &groups {
         let earlier: Vec<String> = earlier.iter().map(|&i| describe(&h.holds[i])).collect();
         let (first, last) = (list[0], list[list.len() - 1]);
@@ -149,7 +153,7 @@ pub fn report(
             if around.is_empty() { "none".into() } else { around.join(", ") }
         ));
     }
-    PhaseReport { lines, violations, history: h, overlaps }
+    PhaseReport { lines, violations, history: h, overlaps, episodes }
 }
 
 pub fn describe(h: &Hold) -> String {

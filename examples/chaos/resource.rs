@@ -53,6 +53,8 @@ pub struct History {
     /// Per resource: the newest token begun by anyone, and by an exclusive holder or writer.
     fences: HashMap<String, (u64, u64)>,
     pub holds: Vec<Hold>,
+    /// Holds announced (`ACQ`) but not yet reported whole (`HOLD`): → index into `holds`.
+    unfinished: HashMap<(String, String, u64), usize>,
     pub lost_seen: Vec<(String, u64, u64)>,
     pub lost_unseen: Vec<(String, u64)>,
     /// Per worker and worker process (pid), in order of first report: the latest session
@@ -86,8 +88,33 @@ impl History {
         self.open.values().map(|&i| &self.ops[i]).max_by_key(|o| o.begin).map(|o| o.worker.clone())
     }
 
-    /// Closes every open operation of `pid` at `at` (its process was killed).
+    /// Ends the holds never reported whole (a selector aborted its task, say) when their last
+    /// operation at the resource ended.
+    pub fn finish(&mut self) {
+        for ((w, res, t), i) in std::mem::take(&mut self.unfinished) {
+            let last = self
+                .ops
+                .iter()
+                .filter(|o| o.worker == w && o.resource == res && o.token == t)
+                .map(|o| o.end.unwrap_or(o.begin))
+                .max();
+            let hold = &mut self.holds[i];
+            hold.end = last.unwrap_or(hold.start).max(hold.start);
+        }
+    }
+
+    /// Closes every open operation and hold of `pid` at `at` (its process was killed).
     pub fn close_pid(&mut self, pid: u32, at: Duration) {
+        let holds = &mut self.holds;
+        self.unfinished.retain(|_, &mut i| {
+            if holds[i].pid == pid {
+                holds[i].end = at;
+                holds[i].cause = "killed".into();
+                false
+            } else {
+                true
+            }
+        });
         let ops = &mut self.ops;
         self.open.retain(|_, &mut i| {
             if ops[i].pid == pid {
@@ -103,8 +130,27 @@ impl History {
     fn handle(&mut self, parts: &[&str], now: Duration, epoch: Epoch, fence_on: bool) -> &'static str {
         let num = |s: &str| s.parse::<u64>().unwrap_or(0);
         match parts {
-            ["BEGIN", w, pid, res, kind, t] => {
+            ["ACQ", w, pid, res, kind, t, start, deadline] => {
+                let Some(kind) = Kind::parse(kind) else { return "ERR" };
+                self.unfinished.insert((w.to_string(), res.to_string(), num(t)), self.holds.len());
+                self.holds.push(Hold {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    resource: res.to_string(),
+                    kind,
+                    token: num(t),
+                    start: epoch.at(num(start)),
+                    end: epoch.at(num(start)),
+                    deadline: epoch.at(num(deadline)),
+                    cause: "unreported".into(),
+                });
+                "OK"
+            }
+            ["BEGIN", w, pid, res, kind, t, deadline] => {
                 let (Some(kind), t) = (Kind::parse(kind), num(t)) else { return "ERR" };
+                if let Some(&i) = self.unfinished.get(&(w.to_string(), res.to_string(), t)) {
+                    self.holds[i].deadline = self.holds[i].deadline.max(epoch.at(num(deadline)));
+                }
                 let ok = !fence_on || self.passes(res, kind, t);
                 if ok {
                     self.raise(res, kind, t);
@@ -137,15 +183,14 @@ impl History {
                 op.end = Some(now);
                 op.accepted = ok;
                 op.refused = parts[0] == "END" && !ok;
-                if ok {
-                    "OK"
-                } else {
-                    "REJECT"
+                match (parts[0], ok) {
+                    ("ABORT", _) | (_, true) => "OK",
+                    _ => "REJECT",
                 }
             }
             ["HOLD", w, pid, res, kind, t, start, end, deadline, cause] => {
                 let Some(kind) = Kind::parse(kind) else { return "ERR" };
-                self.holds.push(Hold {
+                let hold = Hold {
                     worker: w.to_string(),
                     pid: num(pid) as u32,
                     resource: res.to_string(),
@@ -155,7 +200,11 @@ impl History {
                     end: epoch.at(num(end)),
                     deadline: epoch.at(num(deadline)),
                     cause: cause.to_string(),
-                });
+                };
+                match self.unfinished.remove(&(w.to_string(), res.to_string(), num(t))) {
+                    Some(i) => self.holds[i] = hold,
+                    None => self.holds.push(hold),
+                }
                 "OK"
             }
             ["LOSTSEEN", w, t, ms] => {

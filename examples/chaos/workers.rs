@@ -84,6 +84,7 @@ type SafeFn<'a> = &'a (dyn Fn() -> Option<Instant> + Sync);
 pub struct Ctx {
     id: String,
     pid: u32,
+    addr: String,
     res: ResourceClient,
     rng: Rng,
     broken: Broken,
@@ -133,7 +134,8 @@ impl Ctx {
         let mut begun = Vec::new();
         for target in targets {
             let (res, t) = target;
-            if self.res.ask(format!("BEGIN {} {} {res} {} {t}", self.id, self.pid, kind.code())).await? {
+            let line = format!("BEGIN {} {} {res} {} {t} {deadline}", self.id, self.pid, kind.code());
+            if self.res.ask(line).await? {
                 begun.push(target);
             } else {
                 self.abort(&begun).await?;
@@ -187,7 +189,13 @@ impl Ctx {
         term: Option<Duration>,
     ) -> Result<Stop, Error> {
         tokio::pin!(lost);
-        let mut deadline = start;
+        // Announced at once, so that a hold whose task is aborted (a selector's, past its
+        // window) or whose process is killed is still in the interval view.
+        let mut deadline = safe().map_or(start, instant_ns);
+        for (res, t) in &targets {
+            let line = format!("ACQ {} {} {res} {} {t} {start} {deadline}", self.id, self.pid, kind.code());
+            self.res.ask(line).await?;
+        }
         let now = Instant::now();
         let until = if self.careless() { Some(now + SESSION * 3) } else { term.map(|t| now + t) };
         let stop = loop {
@@ -342,8 +350,15 @@ pub fn paths(mode: &str) -> Vec<String> {
 pub async fn run(w: Worker) -> Result<(), Error> {
     let Worker { id, index, connect, mode, addr, stop, seed, broken } = w;
     let res = ResourceClient::connect(&addr).await?;
-    let mut ctx =
-        Ctx { id: id.clone(), pid: std::process::id(), res, rng: Rng(seed), broken, stop: stop.clone() };
+    let mut ctx = Ctx {
+        id: id.clone(),
+        pid: std::process::id(),
+        addr: addr.clone(),
+        res,
+        rng: Rng(seed),
+        broken,
+        stop: stop.clone(),
+    };
     // One session for the whole phase: after an expiry it starts a new one by itself, and the
     // recipe's waiters and elections queue again there.
     let Some(session) = connect_session(&connect, &stop).await else { return Ok(()) };
@@ -489,6 +504,9 @@ async fn selector_run(ctx: Ctx, session: &Session, path: &str) -> Result<(), Err
         let (ctx, path) = (task_ctx.clone(), path.clone());
         async move {
             let mut ctx = ctx.lock().await;
+            // A connection per term: a task aborted by the selector mid-request must not leave
+            // its reply for the next term to read.
+            ctx.res = ResourceClient::connect(&ctx.addr).await.map_err(|e| e.to_string())?;
             let start = mono_ns();
             let term = Duration::from_millis(300 + ctx.rng.below(1200));
             let stopped = lc.clone();
