@@ -60,8 +60,10 @@ pub fn report(
     let mut groups: Vec<(&[usize], Option<&str>, Vec<&Overlap>)> = Vec::new();
     for o in &overlaps {
         match groups.last_mut() {
+            // Explained: the same paused holder(s); unexplained: the same holders inside.
             Some((earlier, why, list))
-                if *earlier == o.earlier.as_slice() && *why == o.explanation.as_deref() =>
+                if *why == o.explanation.as_deref()
+                    && (why.is_some() || *earlier == o.earlier.as_slice()) =>
             {
                 list.push(o)
             }
@@ -89,8 +91,9 @@ pub fn report(
     }
     if let Some(cap) = cap(mode) {
         lines.push(format!(
-            "  lease total: at most {} of {cap} held at once by the holds' intervals; above {cap} at the resource: {} explained (a paused holder), {} unexplained",
-            max_total(&h.holds),
+            "  lease total: at most {} of {cap} held at once within the holders' safe windows ({} counting paused holders to their wake); above {cap} at the resource: {} explained (a paused holder), {} unexplained",
+            max_total(&h.holds, true),
+            max_total(&h.holds, false),
             fenced.over_total_explained,
             fenced.violations.len()
         ));
@@ -168,13 +171,15 @@ pub fn describe(h: &Hold) -> String {
     )
 }
 
-/// The largest lease total the holds' intervals show at once.
-pub fn max_total(holds: &[Hold]) -> u32 {
+/// The largest lease total the holds' intervals show at once; `windowed`: each hold counted
+/// only up to its safe window's end (a paused holder past it is counted by the overlaps).
+pub fn max_total(holds: &[Hold], windowed: bool) -> u32 {
     let mut events: Vec<(Duration, i64)> = Vec::new();
     for h in holds {
         if let Kind::Lease(w) = h.kind {
             events.push((h.start, i64::from(w)));
-            events.push((h.end.max(h.start), -i64::from(w)));
+            let end = if windowed { h.end.min(h.deadline) } else { h.end };
+            events.push((end.max(h.start), -i64::from(w)));
         }
     }
     events.sort(); // ends (negative) before starts at the same instant
