@@ -1,0 +1,224 @@
+//! The faults: a seeded schedule of every kind in turn, each injected and logged with its span.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use zk_testcluster::{FaultProxy, Mode, ZkCluster};
+
+use crate::checker::Pause;
+use crate::resource::{Epoch, History};
+use crate::workers::Broken;
+use crate::{Error, Rng, Spawner, WorkerProcess, PROCESSES, SESSION, WORKERS_PER_PROCESS};
+pub fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child's pid.
+    unsafe { libc::kill(pid as libc::pid_t, sig) };
+}
+
+// ------------------------------------------------------------------ faults
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fault {
+    KillZkLeader,
+    FreezeZkFollower,
+    RollingRestart,
+    PartitionClient,
+    SlowPath,
+    ShortCut,
+    ResetConnection,
+    SessionMove,
+    PauseWorkerProcess,
+    KillWorkerProcess,
+}
+
+pub const FAULTS: [Fault; 10] = [
+    Fault::KillZkLeader,
+    Fault::FreezeZkFollower,
+    Fault::RollingRestart,
+    Fault::PartitionClient,
+    Fault::SlowPath,
+    Fault::ShortCut,
+    Fault::ResetConnection,
+    Fault::SessionMove,
+    Fault::PauseWorkerProcess,
+    Fault::KillWorkerProcess,
+];
+
+/// One injected fault, with its span and what it hit.
+#[derive(Clone, Debug)]
+pub struct FaultRec {
+    pub phase: String,
+    pub fault: Fault,
+    pub start: Duration,
+    pub end: Duration,
+    pub detail: String,
+}
+
+/// The seeded schedule: each kind in turn (a shuffled bag, refilled when empty, kept across
+/// phases so that short phases still see every kind over the run).
+pub struct Schedule {
+    pub rng: Rng,
+    pub bag: Vec<Fault>,
+}
+
+impl Schedule {
+    pub fn next(&mut self) -> Fault {
+        if self.bag.is_empty() {
+            self.bag = FAULTS.to_vec();
+        }
+        let i = self.rng.below(self.bag.len() as u64) as usize;
+        self.bag.remove(i)
+    }
+}
+
+/// What a run shares with the progress line and the report.
+#[derive(Default)]
+pub struct Run {
+    pub pauses: Vec<Pause>,
+    pub kills: Vec<(u32, Duration)>,
+    pub faults: Vec<FaultRec>,
+}
+
+/// Injects `fault`; returns what it hit. Process faults land on the process of the worker that
+/// most recently began a write (the one most likely inside).
+#[allow(clippy::too_many_arguments)]
+pub async fn inject(
+    fault: Fault,
+    zk: &mut ZkCluster,
+    proxies: &[FaultProxy],
+    rng: &mut Rng,
+    procs: &mut [WorkerProcess],
+    spawner: &Spawner<'_>,
+    state: &Mutex<History>,
+    run: &Mutex<Run>,
+    epoch: Epoch,
+) -> Result<String, Error> {
+    // A client-path fault hits the worker inside (if any) half the time (always when broken on
+    // purpose), a random one else.
+    let inside = match fault {
+        Fault::PartitionClient
+        | Fault::SlowPath
+        | Fault::ShortCut
+        | Fault::ResetConnection
+        | Fault::SessionMove
+            if spawner.broken != Broken::None || rng.below(2) == 0 =>
+        {
+            holder_now(state).await.and_then(|w| {
+                let (p, i) = w.strip_prefix('p')?.split_once('w')?;
+                Some(p.parse::<usize>().ok()? * WORKERS_PER_PROCESS + i.parse::<usize>().ok()?)
+            })
+        }
+        _ => None,
+    };
+    let pick = |rng: &mut Rng| inside.unwrap_or_else(|| rng.below(proxies.len() as u64) as usize);
+    let worker = |k: usize| format!("p{}w{}", k / WORKERS_PER_PROCESS, k % WORKERS_PER_PROCESS);
+    Ok(match fault {
+        Fault::KillZkLeader => match zk.leader().await {
+            Ok(i) => {
+                zk.kill(i).await?;
+                tokio::time::sleep(Duration::from_millis(800)).await;
+                zk.restart(i).await?;
+                format!("server {i}")
+            }
+            Err(_) => "no leader".into(),
+        },
+        Fault::FreezeZkFollower => {
+            let mut follower = None;
+            for i in 0..zk.len() {
+                if zk.mode(i).await == Some(Mode::Follower) {
+                    follower = Some(i);
+                }
+            }
+            match follower {
+                Some(i) => {
+                    zk.freeze(i)?;
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    zk.thaw(i)?;
+                    format!("server {i}")
+                }
+                None => "no follower".into(),
+            }
+        }
+        Fault::RollingRestart => {
+            // Every server in turn, as an upgrade does: each back and the quorum led before
+            // the next goes down.
+            for i in 0..zk.len() {
+                zk.restart(i).await?;
+                zk.wait_for_leader().await?;
+            }
+            "servers 0,1,2".into()
+        }
+        Fault::PartitionClient => {
+            let k = pick(rng);
+            proxies[k].blackhole();
+            tokio::time::sleep(SESSION * 3 / 2).await;
+            proxies[k].heal();
+            worker(k)
+        }
+        Fault::SlowPath => {
+            // Replies and requests of one worker's path delayed 200-800 ms for 3 s: a disk stall
+            // or a long GC on its server, as that client sees it.
+            let (k, ms) = (pick(rng), 200 + rng.below(600));
+            proxies[k].set_latency(Duration::from_millis(ms));
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            proxies[k].set_latency(Duration::ZERO);
+            format!("{} {ms} ms", worker(k))
+        }
+        Fault::ShortCut => {
+            let k = pick(rng);
+            proxies[k].cut();
+            worker(k)
+        }
+        Fault::ResetConnection => {
+            let k = pick(rng);
+            proxies[k].reset();
+            worker(k)
+        }
+        Fault::SessionMove => {
+            // Replies held back so that requests are in flight, then a reset: the client
+            // reconnects (to the next server of its list) with those requests unanswered.
+            let k = pick(rng);
+            proxies[k].set_reply_latency(Duration::from_millis(400));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let carried = proxies[k].connections();
+            proxies[k].reset();
+            proxies[k].set_reply_latency(Duration::ZERO);
+            format!("{} ({carried} connection)", worker(k))
+        }
+        Fault::PauseWorkerProcess | Fault::KillWorkerProcess => {
+            let holder = holder_now(state).await;
+            let p = holder
+                .as_ref()
+                .and_then(|w| procs.iter().position(|p| p.ids.contains(w)))
+                .unwrap_or(rng.below(PROCESSES as u64) as usize);
+            let pid = procs[p].child.id();
+            if fault == Fault::PauseWorkerProcess {
+                signal(pid, libc::SIGSTOP);
+                let from = epoch.now();
+                tokio::time::sleep(SESSION * 3 / 2).await; // a "GC pause" past the session timeout
+                let to = epoch.now();
+                signal(pid, libc::SIGCONT);
+                run.lock().unwrap_or_else(|e| e.into_inner()).pauses.push(Pause { pid, from, to });
+            } else {
+                let _ = procs[p].child.kill();
+                let _ = procs[p].child.wait();
+                let at = epoch.now();
+                run.lock().unwrap_or_else(|e| e.into_inner()).kills.push((pid, at));
+                state.lock().unwrap_or_else(|e| e.into_inner()).close_pid(pid, at);
+                procs[p] = spawner.spawn(p, rng.next())?;
+            }
+            format!("p{p} (pid {pid}; holding: {})", holder.as_deref().unwrap_or("-"))
+        }
+    })
+}
+
+/// The worker that most recently began a write still open, waiting up to 1 s for one.
+pub async fn holder_now(state: &Mutex<History>) -> Option<String> {
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        if let Some(w) = state.lock().unwrap_or_else(|e| e.into_inner()).latest_open() {
+            return Some(w);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    None
+}

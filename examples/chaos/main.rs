@@ -1,0 +1,394 @@
+//! Fault injection over every recipe: mutual exclusion, lease totals and leader terms under
+//! ZooKeeper leader loss, follower freezes, rolling restarts, slow and cut client paths, session
+//! moves, paused and killed worker processes; a checker that explains every overlap; fencing as
+//! the final guard.
+//!
+//! ```text
+//! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
+//!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH]
+//! ```
+//! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
+//! `semaphore`, `semmutex`, `multi`, `latch` and `selector` (default: all, in that order), on
+//! one 3-node ensemble started once.
+//!
+//! Per phase: K=6 workers in 2 OS processes, each worker with its own `Session` through its own
+//! fault proxy (in front of all three servers) for the whole phase: a session that expires is
+//! renewed by the `Session` itself, and the recipe built from it carries on. While a worker
+//! holds (or leads) it writes to a fenced "storage server" inside this program: `BEGIN token` …
+//! `END token`, refused when a newer token has begun (Kleppmann's fencing; a reader's token is
+//! checked against the newest writer's; a semaphore's leases are counted instead). Each worker
+//! also reports each hold as an interval on the machine's monotonic clock. Faults come at
+//! seeded random times, each kind in turn. The checker (`checker.rs`) then verifies both views
+//! and explains every overlap; the process exits 1 on any fenced violation, unexplained
+//! overlap, over-admission, refused writer not told of its loss, or node left behind.
+
+mod checker;
+mod faults;
+mod report;
+mod resource;
+mod workers;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use zk_recipes::Session;
+use zk_testcluster::{FaultProxy, ZkCluster};
+
+use checker::Pause;
+use faults::{inject, Fault, FaultRec, Run, Schedule};
+use report::{history_json, PhaseReport};
+use resource::{Epoch, History};
+use workers::Broken;
+
+const SESSION: Duration = Duration::from_secs(2);
+const WORKERS_PER_PROCESS: usize = 3;
+const PROCESSES: usize = 2;
+/// The semaphore phase's maximum lease total.
+const SEM_MAX: u32 = 3;
+const PHASES: [&str; 7] = ["mutex", "rwlock", "semaphore", "semmutex", "multi", "latch", "selector"];
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// xorshift64*: seeded and replayable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+// ------------------------------------------------------------------ worker processes
+
+fn worker_main(args: &[String]) -> Result<(), Error> {
+    let get = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .ok_or(format!("missing {name}"))
+    };
+    let (addr, mode, seed) = (get("--resource")?, get("--mode")?, get("--seed")?.parse::<u64>()?);
+    let broken = Broken::parse(&get("--broken")?).ok_or("bad --broken")?;
+    let ids: Vec<String> = get("--ids")?.split(',').map(str::to_string).collect();
+    let connects: Vec<String> = get("--connects")?.split(';').map(str::to_string).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async {
+        let (stop_tx, stop) = tokio::sync::watch::channel(false);
+        let mut tasks = Vec::new();
+        for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
+            let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let (mode, addr, stop) = (mode.clone(), addr.clone(), stop.clone());
+            let worker = workers::Worker { id, index: i, connect, mode, addr, stop, seed, broken };
+            tasks.push(tokio::spawn(workers::run(worker)));
+        }
+        // "stop" on stdin ends the run.
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        })
+        .await?;
+        stop_tx.send_replace(true);
+        for t in tasks {
+            if let Ok(Ok(Err(e))) = tokio::time::timeout(SESSION * 10, t).await {
+                eprintln!("chaos worker: {e}");
+            }
+        }
+        Ok::<(), Error>(())
+    })
+}
+
+struct WorkerProcess {
+    child: Child,
+    ids: Vec<String>,
+}
+
+/// A private copy of this program for the worker processes, so that respawns keep working even
+/// if the build replaces the binary during a long run.
+fn worker_binary() -> Result<std::path::PathBuf, Error> {
+    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    if let Some(path) = COPY.get() {
+        return Ok(path.clone());
+    }
+    let copy = std::env::temp_dir().join(format!("zk-chaos-worker-{}", std::process::id()));
+    std::fs::copy(std::env::current_exe()?, &copy)?;
+    Ok(COPY.get_or_init(|| copy).clone())
+}
+
+struct Spawner<'a> {
+    /// Each worker's connect string, through its own proxy.
+    connects: Vec<String>,
+    addr: String,
+    mode: &'a str,
+    broken: Broken,
+}
+
+impl Spawner<'_> {
+    fn spawn(&self, p: usize, seed: u64) -> Result<WorkerProcess, Error> {
+        let ids: Vec<String> = (0..WORKERS_PER_PROCESS).map(|i| format!("p{p}w{i}")).collect();
+        let connects = &self.connects[p * WORKERS_PER_PROCESS..(p + 1) * WORKERS_PER_PROCESS];
+        let child = Command::new(worker_binary()?)
+            .args(["--worker", "--resource", &self.addr, "--mode", self.mode, "--seed", &seed.to_string()])
+            .args([
+                "--broken",
+                self.broken.name(),
+                "--ids",
+                &ids.join(","),
+                "--connects",
+                &connects.join(";"),
+            ])
+            .stdin(Stdio::piped())
+            .spawn()?;
+        Ok(WorkerProcess { child, ids })
+    }
+}
+
+// ------------------------------------------------------------------ phases
+
+fn cap(mode: &str) -> Option<u32> {
+    (mode == "semaphore").then_some(SEM_MAX)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn phase(
+    mode: &str,
+    n: (usize, usize),
+    secs: u64,
+    zk: &mut ZkCluster,
+    proxies: &[FaultProxy],
+    schedule: &mut Schedule,
+    run: &Arc<Mutex<Run>>,
+    epoch: Epoch,
+    broken: Broken,
+) -> Result<PhaseReport, Error> {
+    let mut rng = Rng(schedule.rng.next());
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?.to_string();
+    let state = Arc::new(Mutex::new(History::default()));
+    let server = tokio::spawn(resource::serve(listener, state.clone(), epoch, broken != Broken::NoFence));
+    let connects = proxies.iter().map(FaultProxy::connect_string).collect();
+    let spawner = Spawner { connects, addr, mode, broken };
+    let mut procs: Vec<WorkerProcess> =
+        (0..PROCESSES).map(|p| spawner.spawn(p, rng.next())).collect::<Result<_, _>>()?;
+    let started = epoch.now();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let injected = Arc::new(AtomicUsize::new(0));
+    let progress = tokio::spawn(progress(
+        mode.to_string(),
+        n,
+        secs,
+        state.clone(),
+        run.clone(),
+        injected.clone(),
+        epoch,
+    ));
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(1500 + rng.below(2000))).await;
+        if Instant::now() >= deadline {
+            break;
+        }
+        let fault = schedule.next();
+        let start = epoch.now();
+        let detail = inject(fault, zk, proxies, &mut rng, &mut procs, &spawner, &state, run, epoch).await?;
+        let end = epoch.now();
+        eprintln!("  fault {:>7.2}-{:>7.2} s {fault:?}: {detail}", start.as_secs_f64(), end.as_secs_f64());
+        run.lock().unwrap_or_else(|e| e.into_inner()).faults.push(FaultRec {
+            phase: mode.to_string(),
+            fault,
+            start,
+            end,
+            detail,
+        });
+        injected.fetch_add(1, Ordering::Relaxed);
+    }
+    for p in &mut procs {
+        if let Some(stdin) = p.child.stdin.as_mut() {
+            let _ = writeln!(stdin, "stop");
+        }
+    }
+    for mut p in procs {
+        let _ = tokio::task::spawn_blocking(move || p.child.wait()).await;
+    }
+    progress.abort();
+    server.abort();
+    let ended = epoch.now();
+    // Ephemeral nodes of killed sessions go when those sessions expire.
+    let admin_session = Session::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let admin = admin_session.client()?;
+    let empty_by = Instant::now() + SESSION * 10;
+    let mut left = Vec::new();
+    loop {
+        left.clear();
+        for path in workers::paths(mode) {
+            for child in admin.list_children(&path).await.unwrap_or_default() {
+                left.push(format!("{path}/{child}"));
+            }
+        }
+        if left.is_empty() || Instant::now() >= empty_by {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    admin_session.close().await;
+    let history = std::mem::take(&mut *state.lock().unwrap_or_else(|e| e.into_inner()));
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    let faults: Vec<&FaultRec> = run.faults.iter().filter(|f| f.phase == mode).collect();
+    Ok(report::report(mode, secs, history, &run.pauses, &faults, &left, (started, ended)))
+}
+
+/// Everything the checker finds in one history, as numbers for the progress line.
+fn tally(mode: &str, h: &History, pauses: &[Pause], now: Duration) -> (usize, usize, usize) {
+    let cap = |_: &str| cap(mode);
+    let fenced = checker::fenced(&h.ops, &cap, pauses, now);
+    let overlaps = checker::overlaps(&h.holds, &cap, pauses);
+    let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
+    (fenced.violations.len() + unexplained + h.lost_unseen.len(), overlaps.len() - unexplained, unexplained)
+}
+
+/// A progress line on stderr every 5 s: phase, elapsed and remaining time, faults, holds,
+/// refused writes, violations so far.
+async fn progress(
+    mode: String,
+    (n, of): (usize, usize),
+    secs: u64,
+    state: Arc<Mutex<History>>,
+    run: Arc<Mutex<Run>>,
+    injected: Arc<AtomicUsize>,
+    epoch: Epoch,
+) {
+    let t0 = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let pauses = run.lock().unwrap_or_else(|e| e.into_inner()).pauses.clone();
+        let (holds, refused, (violations, explained, _)) = {
+            let h = state.lock().unwrap_or_else(|e| e.into_inner());
+            let refused = h.ops.iter().filter(|o| o.refused).count();
+            (h.holds.len(), refused, tally(&mode, &h, &pauses, epoch.now()))
+        };
+        let elapsed = t0.elapsed().as_secs();
+        eprintln!(
+            "chaos [phase {n}/{of}] {mode}: {elapsed}s in, {}s left; faults {}, holds {holds}, refused writes {refused}, overlaps explained {explained}, violations so far {violations}",
+            secs.saturating_sub(elapsed),
+            injected.load(Ordering::Relaxed)
+        );
+    }
+}
+
+// ------------------------------------------------------------------ main
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--worker") {
+        if let Err(e) = worker_main(&args) {
+            eprintln!("chaos worker: {e}");
+            std::process::exit(2);
+        }
+        return;
+    }
+    let secs: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(60);
+    let seed: u64 = arg("--seed").and_then(|s| s.parse().ok()).unwrap_or(0xc4a05);
+    let phases: Vec<String> = match arg("--phases") {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => PHASES.iter().map(|p| p.to_string()).collect(),
+    };
+    if let Some(bad) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
+        eprintln!("chaos: unknown phase {bad}; the phases are {}", PHASES.join(","));
+        std::process::exit(2);
+    }
+    let Some(broken) = Broken::parse(&arg("--broken").unwrap_or_else(|| "none".into())) else {
+        eprintln!("chaos: --broken takes none, ignore-safe-window, no-fence or over-admit");
+        std::process::exit(2);
+    };
+    println!(
+        "chaos: seed {seed} (replay with --seed {seed}), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
+        phases.join(","),
+        if broken == Broken::None { String::new() } else { format!(", BROKEN on purpose: {}", broken.name()) }
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let outcome = rt.block_on(async {
+        let mut zk = ZkCluster::ensemble(3).await?;
+        let proxies: Vec<FaultProxy> =
+            (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
+        let epoch = Epoch(resource::mono_ns());
+        let run = Arc::new(Mutex::new(Run::default()));
+        let mut schedule = Schedule { rng: Rng(seed), bag: Vec::new() };
+        let mut reports = Vec::new();
+        for (i, mode) in phases.iter().enumerate() {
+            let r = phase(
+                mode,
+                (i + 1, phases.len()),
+                secs,
+                &mut zk,
+                &proxies,
+                &mut schedule,
+                &run,
+                epoch,
+                broken,
+            )
+            .await?;
+            for l in &r.lines {
+                println!("{l}");
+            }
+            let _ = std::io::stdout().flush();
+            reports.push((mode.clone(), r));
+        }
+        Ok::<_, Error>((reports, run))
+    });
+    if let Ok(copy) = worker_binary() {
+        let _ = std::fs::remove_file(copy);
+    }
+    let (reports, run) = match outcome {
+        Ok(done) => done,
+        Err(e) => {
+            eprintln!("chaos failed to run: {e}");
+            std::process::exit(2);
+        }
+    };
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    let violations: usize = reports.iter().map(|(_, r)| r.violations).sum();
+    let mut kinds: BTreeMap<Fault, usize> = BTreeMap::new();
+    for f in &run.faults {
+        *kinds.entry(f.fault).or_default() += 1;
+    }
+    let kinds: Vec<String> = kinds.iter().map(|(f, n)| format!("{f:?} {n}")).collect();
+    let holds: usize = reports.iter().map(|(_, r)| r.history.holds.len()).sum();
+    let refused: usize =
+        reports.iter().map(|(_, r)| r.history.ops.iter().filter(|o| o.refused).count()).sum();
+    let explained: usize =
+        reports.iter().map(|(_, r)| r.overlaps.iter().filter(|o| o.explanation.is_some()).count()).sum();
+    let episodes: usize = reports.iter().map(|(_, r)| r.episodes).sum();
+    println!(
+        "total: {} phases, {} faults ({}), {holds} holds, {refused} writes refused by fencing, {explained} holds began beside a paused holder (explained; {episodes} pauses)",
+        reports.len(),
+        run.faults.len(),
+        kinds.join(", ")
+    );
+    if let Some(path) = arg("--history") {
+        match std::fs::write(&path, history_json(seed, secs, &reports, &run)) {
+            Ok(()) => println!("history: {path}"),
+            Err(e) => eprintln!("chaos: could not write {path}: {e}"),
+        }
+    }
+    println!("violations: {violations}");
+    let _ = std::io::stdout().flush();
+    if violations > 0 {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,275 @@
+//! The fenced "storage server" inside the orchestrator, its client in the workers, and the one
+//! clock of the run (`CLOCK_MONOTONIC`, shared by every process of the machine).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::checker::{Hold, Kind, Op};
+use crate::Error;
+
+/// Nanoseconds on the machine's monotonic clock: the same in every process (as `Instant`, which
+/// reads the same clock on Linux, but printable and comparable across processes).
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// An `Instant` on the monotonic clock, in nanoseconds.
+pub fn instant_ns(at: Instant) -> u64 {
+    let (now, mono) = (Instant::now(), mono_ns());
+    if at >= now {
+        mono + (at - now).as_nanos() as u64
+    } else {
+        mono.saturating_sub((now - at).as_nanos() as u64)
+    }
+}
+
+/// The run's epoch: every recorded time is a `Duration` since it.
+#[derive(Clone, Copy)]
+pub struct Epoch(pub u64);
+
+impl Epoch {
+    pub fn now(self) -> Duration {
+        self.at(mono_ns())
+    }
+
+    pub fn at(self, ns: u64) -> Duration {
+        Duration::from_nanos(ns.saturating_sub(self.0))
+    }
+}
+
+/// Everything the resource saw in one phase.
+#[derive(Default)]
+pub struct History {
+    pub ops: Vec<Op>,
+    /// Open operations: (worker, resource, token) → index into `ops`.
+    open: HashMap<(String, String, u64), usize>,
+    /// Per resource: the newest token begun by anyone, and by an exclusive holder or writer.
+    fences: HashMap<String, (u64, u64)>,
+    pub holds: Vec<Hold>,
+    /// Holds announced (`ACQ`) but not yet reported whole (`HOLD`): → index into `holds`.
+    unfinished: HashMap<(String, String, u64), usize>,
+    pub lost_seen: Vec<(String, u64, u64)>,
+    pub lost_unseen: Vec<(String, u64)>,
+    /// Per worker and worker process (pid), in order of first report: the latest session
+    /// generation its one `Session` reached.
+    pub generations: Vec<(String, u32, u64)>,
+}
+
+impl History {
+    /// The resource's fence: a `BEGIN` or `END` passes with a token at least the newest
+    /// exclusive one, and (exclusive or writer) at least the newest of any; leases always pass
+    /// (their total is what the checker watches).
+    fn passes(&self, resource: &str, kind: Kind, token: u64) -> bool {
+        let (any, exclusive) = self.fences.get(resource).copied().unwrap_or_default();
+        match kind {
+            Kind::Lease(_) => true,
+            Kind::Read => token >= exclusive,
+            Kind::Exclusive | Kind::Write => token >= any,
+        }
+    }
+
+    fn raise(&mut self, resource: &str, kind: Kind, token: u64) {
+        let fence = self.fences.entry(resource.to_string()).or_default();
+        fence.0 = fence.0.max(token);
+        if matches!(kind, Kind::Exclusive | Kind::Write) {
+            fence.1 = fence.1.max(token);
+        }
+    }
+
+    /// The worker that most recently began an operation still open.
+    pub fn latest_open(&self) -> Option<String> {
+        self.open.values().map(|&i| &self.ops[i]).max_by_key(|o| o.begin).map(|o| o.worker.clone())
+    }
+
+    /// Ends the holds never reported whole (a selector aborted its task, say) when their last
+    /// operation at the resource ended.
+    pub fn finish(&mut self) {
+        for ((w, res, t), i) in std::mem::take(&mut self.unfinished) {
+            let last = self
+                .ops
+                .iter()
+                .filter(|o| o.worker == w && o.resource == res && o.token == t)
+                .map(|o| o.end.unwrap_or(o.begin))
+                .max();
+            let hold = &mut self.holds[i];
+            hold.end = last.unwrap_or(hold.start).max(hold.start);
+        }
+    }
+
+    /// Closes every open operation and hold of `pid` at `at` (its process was killed).
+    pub fn close_pid(&mut self, pid: u32, at: Duration) {
+        let holds = &mut self.holds;
+        self.unfinished.retain(|_, &mut i| {
+            if holds[i].pid == pid {
+                holds[i].end = at;
+                holds[i].cause = "killed".into();
+                false
+            } else {
+                true
+            }
+        });
+        let ops = &mut self.ops;
+        self.open.retain(|_, &mut i| {
+            if ops[i].pid == pid {
+                ops[i].end = Some(at);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Handles one line from a worker; the reply is `OK`, `REJECT` or `ERR`.
+    fn handle(&mut self, parts: &[&str], now: Duration, epoch: Epoch, fence_on: bool) -> &'static str {
+        let num = |s: &str| s.parse::<u64>().unwrap_or(0);
+        match parts {
+            ["ACQ", w, pid, res, kind, t, start, deadline] => {
+                let Some(kind) = Kind::parse(kind) else { return "ERR" };
+                self.unfinished.insert((w.to_string(), res.to_string(), num(t)), self.holds.len());
+                self.holds.push(Hold {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    resource: res.to_string(),
+                    kind,
+                    token: num(t),
+                    start: epoch.at(num(start)),
+                    end: epoch.at(num(start)),
+                    deadline: epoch.at(num(deadline)),
+                    cause: "unreported".into(),
+                });
+                "OK"
+            }
+            ["BEGIN", w, pid, res, kind, t, deadline] => {
+                let (Some(kind), t) = (Kind::parse(kind), num(t)) else { return "ERR" };
+                if let Some(&i) = self.unfinished.get(&(w.to_string(), res.to_string(), t)) {
+                    self.holds[i].deadline = self.holds[i].deadline.max(epoch.at(num(deadline)));
+                }
+                let ok = !fence_on || self.passes(res, kind, t);
+                if ok {
+                    self.raise(res, kind, t);
+                    self.open.insert((w.to_string(), res.to_string(), t), self.ops.len());
+                }
+                self.ops.push(Op {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    resource: res.to_string(),
+                    kind,
+                    token: t,
+                    begin: now,
+                    end: if ok { None } else { Some(now) },
+                    begun: ok,
+                    accepted: false,
+                    refused: !ok,
+                });
+                if ok {
+                    "OK"
+                } else {
+                    "REJECT"
+                }
+            }
+            ["END" | "ABORT", w, res, t] => {
+                let Some(i) = self.open.remove(&(w.to_string(), res.to_string(), num(t))) else {
+                    return "ERR";
+                };
+                let ok = parts[0] == "END" && (!fence_on || self.passes(res, self.ops[i].kind, num(t)));
+                let op = &mut self.ops[i];
+                op.end = Some(now);
+                op.accepted = ok;
+                op.refused = parts[0] == "END" && !ok;
+                match (parts[0], ok) {
+                    ("ABORT", _) | (_, true) => "OK",
+                    _ => "REJECT",
+                }
+            }
+            ["HOLD", w, pid, res, kind, t, start, end, deadline, cause] => {
+                let Some(kind) = Kind::parse(kind) else { return "ERR" };
+                let hold = Hold {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    resource: res.to_string(),
+                    kind,
+                    token: num(t),
+                    start: epoch.at(num(start)),
+                    end: epoch.at(num(end)),
+                    deadline: epoch.at(num(deadline)),
+                    cause: cause.to_string(),
+                };
+                match self.unfinished.remove(&(w.to_string(), res.to_string(), num(t))) {
+                    Some(i) => self.holds[i] = hold,
+                    None => self.holds.push(hold),
+                }
+                "OK"
+            }
+            ["LOSTSEEN", w, t, ms] => {
+                self.lost_seen.push((w.to_string(), num(t), num(ms)));
+                "OK"
+            }
+            ["LOSTUNSEEN", w, t] => {
+                self.lost_unseen.push((w.to_string(), num(t)));
+                "OK"
+            }
+            ["GEN", w, pid, g] => {
+                let (pid, g) = (num(pid) as u32, num(g));
+                match self.generations.iter_mut().find(|(id, p, _)| id == w && *p == pid) {
+                    Some(entry) => entry.2 = entry.2.max(g),
+                    None => self.generations.push((w.to_string(), pid, g)),
+                }
+                "OK"
+            }
+            _ => "ERR",
+        }
+    }
+}
+
+/// Serves worker lines (see [`History::handle`]) until the listener fails.
+pub async fn serve(listener: TcpListener, state: Arc<Mutex<History>>, epoch: Epoch, fence_on: bool) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { return };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut lines = BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let parts: Vec<&str> = line.split_whitespace().collect();
+                let reply = state.lock().unwrap_or_else(|e| e.into_inner()).handle(
+                    &parts,
+                    epoch.now(),
+                    epoch,
+                    fence_on,
+                );
+                if write.write_all(format!("{reply}\n").as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// A worker's connection to the resource: one request, one reply.
+pub struct ResourceClient {
+    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
+    write: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl ResourceClient {
+    pub async fn connect(addr: &str) -> Result<ResourceClient, Error> {
+        let (read, write) = TcpStream::connect(addr).await?.into_split();
+        Ok(ResourceClient { lines: BufReader::new(read).lines(), write })
+    }
+
+    /// Sends a line; `true` on `OK`.
+    pub async fn ask(&mut self, line: String) -> Result<bool, Error> {
+        self.write.write_all(format!("{line}\n").as_bytes()).await?;
+        Ok(self.lines.next_line().await?.as_deref() == Some("OK"))
+    }
+}
+
+/// How long a refused writer waits to be told it lost its hold.
+pub const TOLD_WITHIN: Duration = Duration::from_secs(6);
