@@ -37,7 +37,11 @@ pub(crate) enum Wait {
 impl Wait {
     /// At most `timeout` from now, or without a bound.
     pub fn at_most(timeout: Option<std::time::Duration>) -> Wait {
-        timeout.map_or(Wait::Forever, |t| Wait::Until(Instant::now() + t))
+        match timeout.and_then(|t| Instant::now().checked_add(t)) {
+            Some(deadline) => Wait::Until(deadline),
+            // None, or too far to reach: no bound.
+            None => Wait::Forever,
+        }
     }
 }
 
@@ -369,12 +373,12 @@ impl LockCore {
         let Some(joined) = by_deadline(deadline, self.queue.join(conn, marker, &self.data)).await else {
             return Ok(Attempt::OutOfTime);
         };
-        let (mut entry, children) = joined?;
+        let crate::queue::Joined { mut entry, children, root } = joined?;
         self.labels.queue_length(children.len());
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 
-        let admitted = match by_deadline(deadline, self.queue.verify_root(conn)).await {
+        let admitted = match by_deadline(deadline, self.queue.verify_root(conn, root)).await {
             None => Ok(Attempt::OutOfTime),
             Some(Err(e)) => Err(e),
             Some(Ok(())) => Ok(Attempt::Admitted(())),

@@ -104,6 +104,35 @@ async fn fresh_lock_paths_cost_ten_packets_per_cycle_and_three_for_the_own_node_
     }
 }
 
+/// A semaphore's root carries its maximum, which every acquire checks. The join's listing
+/// returns the root's version with the children (the same packets), and a root whose version is
+/// the one last checked is not read again: an uncontended lease costs what a mutex's cycle does,
+/// 9 packets (create and listing, the own-node watch, the delete, its event), not 11.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_checks_its_maximum_without_a_read_once_known() {
+    const CYCLES: i64 = 20;
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let semaphore = zk_recipes::InterProcessSemaphore::new(&s, "/costs/semaphore", 3).unwrap();
+    // The first acquire creates the root and checks it.
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    let before = packets(&zk).await;
+    for _ in 0..CYCLES {
+        semaphore.acquire().await.unwrap().release().await.unwrap();
+    }
+    let used = packets(&zk).await - before;
+    assert!(
+        (CYCLES * 9..=CYCLES * 9 + 8).contains(&used),
+        "{used} packets for {CYCLES} cycles ({} each)",
+        used as f64 / CYCLES as f64
+    );
+    // A changed maximum is still seen: the root's version moved.
+    let admin = client(&zk.connect_string()).await;
+    admin.set_data("/costs/semaphore", b"5", None).await.unwrap();
+    assert!(matches!(semaphore.acquire().await, Err(zk_recipes::Error::LeaseMaxMismatch { .. })));
+    s.close().await;
+}
+
 /// A waiter whose predecessor is the head of the queue enters on that predecessor's deletion
 /// notification alone, with no request after it: its requests are held back by a proxy (replies
 /// and events still flow) from before the holder releases until after it holds. (It did not: it

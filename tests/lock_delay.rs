@@ -251,38 +251,21 @@ async fn curator_and_kazoo_waiters_get_the_lock_after_a_marked_release() {
     }
 }
 
-/// A latch candidate with the lock delay waits it out after the leader's session expired: it
-/// leads no earlier than the delay after it could have known (the leader's node was gone).
+/// A `Session::close()` with a guard still held deletes our node with a plain delete: the next
+/// waiter with the delay takes it as unclean, as Consul does a destroyed session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_latch_candidate_waits_the_delay_after_the_leader_expired() {
-    use zk_recipes::{LatchOptions, LeaderLatch};
+async fn a_close_with_a_guard_held_is_not_a_clean_release() {
     let zk = standalone().await;
-    let proxy = zk.proxy().unwrap();
-    let options = |id: &str| LatchOptions::new().participant_id(id).lock_delay(DELAY);
-    let doomed = session_with_timeout(&proxy.connect_string(), Duration::from_secs(2)).await;
-    let leader = LeaderLatch::with_options(&doomed, "/delay/latch", options("doomed")).unwrap();
-    leader.start().unwrap();
-    within("the first leads", leader.await_leadership()).await.unwrap();
-    let session = session(&zk.connect_string()).await;
-    let next = LeaderLatch::with_options(&session, "/delay/latch", options("next")).unwrap();
-    next.start().unwrap();
-    let admin = client(&zk.connect_string()).await;
-    eventually("both queued", || async { children(&admin, "/delay/latch").await.len() == 2 }).await;
-    let first = children(&admin, "/delay/latch")
-        .await
-        .into_iter()
-        .min_by_key(|n| n[n.len() - 10..].to_string())
-        .unwrap();
-
-    proxy.blackhole();
-    // The leader's node goes with its session; the next candidate saw it go no later than this.
-    let (_, gone) = admin.check_and_watch_stat(&format!("/delay/latch/{first}")).await.unwrap();
-    within("the leader's node gone", gone.changed()).await;
-    let gone_at = Instant::now();
-    within("the next leads", next.await_leadership()).await.unwrap();
-    // A lower bound, not a speed claim: it waited out most of the delay after the deletion.
-    assert!(gone_at.elapsed() >= DELAY / 2, "led {:?} after the leader vanished", gone_at.elapsed());
-    next.close().await;
-    proxy.heal();
-    leader.close().await;
+    let closing = session(&zk.connect_string()).await;
+    let holder = InterProcessMutex::with_options(&closing, "/delay/close", delayed("closing")).unwrap();
+    let held = holder.acquire().await.unwrap();
+    let other = common::session(&zk.connect_string()).await;
+    let mutex = InterProcessMutex::with_options(&other, "/delay/close", delayed("next")).unwrap();
+    let mut next = Waiter::start(&mutex, None);
+    next.queued().await;
+    closing.close().await;
+    let guard = next.guard().await;
+    assert_eq!(next.delays().len(), 1, "{:?}", next.seen);
+    guard.release().await.unwrap();
+    drop(held);
 }

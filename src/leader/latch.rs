@@ -65,14 +65,6 @@ impl LatchOptions {
         self
     }
 
-    /// The lock delay, as [`crate::LockOptions::lock_delay`]: a candidate that saw the leader
-    /// ahead of it vanish without stepping down cleanly (its session expired, its `max_hold`
-    /// passed) waits `delay` more before it leads. Give it to every candidate of the path.
-    pub fn lock_delay(mut self, delay: Duration) -> LatchOptions {
-        self.lock = self.lock.lock_delay(delay);
-        self
-    }
-
     /// Curator's `LeaderLatch` names (default), or kazoo's `Election` (a `Lock`).
     pub fn format(mut self, format: NodeFormat) -> LatchOptions {
         self.lock = self.lock.format(format);

@@ -95,15 +95,6 @@ impl SelectorOptions {
         self.lock = self.lock.max_hold(limit);
         self
     }
-
-    /// The lock delay, as [`crate::LockOptions::lock_delay`]: a candidate that saw the leader
-    /// ahead of it vanish without stepping down cleanly (its session expired, its `max_hold`
-    /// passed) waits `delay` more before its task starts. Give it to every candidate of the
-    /// path.
-    pub fn lock_delay(mut self, delay: Duration) -> SelectorOptions {
-        self.lock = self.lock.lock_delay(delay);
-        self
-    }
 }
 
 /// What a leadership task gets: its fencing token, a signal to stop, fenced writes and the

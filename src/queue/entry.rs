@@ -231,7 +231,7 @@ pub(crate) struct Entry {
     pub data: Vec<u8>,
     /// Whether our delete says it is clean (the queue's lock delay is on; see
     /// `Conn::send_delete`).
-    pub marks_release: bool,
+    pub mark: CleanMark,
     janitor: Janitor,
     armed: bool,
 }
@@ -250,7 +250,7 @@ impl Entry {
             own: OwnNodeWatch::default(),
             revoke_requested: false,
             data: Vec::new(),
-            marks_release: false,
+            mark: CleanMark::default(),
             janitor: janitor.clone(),
             armed: true,
         }
@@ -295,7 +295,7 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let marked = self.marks_release;
+        let marked = self.mark.now();
         let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
@@ -319,8 +319,42 @@ impl Entry {
             own: self.own.event.take(),
             follow_own: self.own.follow,
             revoked: self.revoke_requested,
-            marks_release: self.marks_release,
+            marks_release: self.mark.on,
         }
+    }
+}
+
+/// Whether a delete of our node says it is clean: the lock delay is on for its queue, and it
+/// is not within a delay we began (see `Conn::send_delete`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CleanMark {
+    /// The queue's lock delay is on.
+    pub on: bool,
+    /// Not before this instant: we saw a node ahead vanish without a clean release, and a
+    /// waiter that leaves within its lock delay must not tell the one behind it that all was
+    /// clean (that one would enter at once).
+    after: Option<std::time::Instant>,
+}
+
+impl CleanMark {
+    /// Marks when `on`.
+    pub fn new(on: bool) -> CleanMark {
+        CleanMark { on, after: None }
+    }
+
+    /// A node ahead of ours vanished without a clean release: until `delay` from now, our own
+    /// delete (if we leave) is not marked clean.
+    pub fn hold_back(&mut self, delay: std::time::Duration) {
+        match std::time::Instant::now().checked_add(delay) {
+            Some(until) => self.after = Some(self.after.map_or(until, |at| at.max(until))),
+            // Past the end of time: never clean.
+            None => self.on = false,
+        }
+    }
+
+    /// Whether a delete now says it is clean.
+    pub fn now(&self) -> bool {
+        self.on && self.after.is_none_or(|at| std::time::Instant::now() >= at)
     }
 }
 
@@ -340,7 +374,8 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let (conn, path, marked) = (self.conn.clone(), std::mem::take(&mut self.path), self.marks_release);
+        let marked = self.mark.now();
+        let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.event.take();

@@ -10,9 +10,10 @@
 use std::time::{Duration, Instant};
 
 /// What an acquire reports while it waits (`Lock::acquire_with_events`), in this order:
-/// `Queued`, any number of `MovedUp`, then `Acquired` or `GaveUp`; `Requeued` (followed by
-/// `Queued` again) when our session expired while we waited, and `LockDelay` just before
-/// `Acquired` when the lock delay applies.
+/// `Queued` (only if it has to wait), any number of `MovedUp`, then `Acquired` or `GaveUp`;
+/// `Requeued` (followed by `Queued` again) when our session expired while we waited, and
+/// `LockDelay` just before `Acquired` when the lock delay applies. A multi-lock reports each
+/// member's in turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum QueueEvent {
@@ -78,15 +79,19 @@ pub enum QueueEvent {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum GiveUpReason {
-    /// A try found the lock taken.
+    /// A try found the lock taken (the event APIs do not try: reserved).
     Busy,
     /// The timeout passed.
     TimedOut,
     /// The acquire returned an error (it carries the details).
     Failed,
-    /// The acquire's future was dropped before it ended.
+    /// The acquire's future was dropped before it ended (reported from its drop, unless the
+    /// thread is panicking).
     Cancelled,
 }
+
+/// What stands for a duration too long to add to an instant.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// A caller's event callback.
 pub(crate) type Sink<'a> = &'a mut (dyn FnMut(&QueueEvent) + Send);
@@ -160,7 +165,8 @@ impl<'a> Progress<'a> {
     /// A node ahead of ours vanished without a clean release: with a lock delay `delay`, no
     /// entry before `delay` from now.
     pub fn vanished_unclean(&mut self, delay: Duration, node: &str) {
-        let until = Instant::now() + delay;
+        // A delay past the end of time is as long as a century.
+        let until = Instant::now().checked_add(delay).unwrap_or_else(|| Instant::now() + FOREVER);
         if self.delay.as_ref().is_none_or(|(at, _)| until > *at) {
             self.delay = Some((until, node.to_string()));
         }
@@ -184,7 +190,11 @@ impl<'a> Progress<'a> {
 
 impl Drop for Progress<'_> {
     fn drop(&mut self) {
-        self.end(QueueEvent::GaveUp { reason: GiveUpReason::Cancelled });
+        // Not while unwinding (the callback itself may have panicked): a second panic would
+        // abort the process.
+        if !std::thread::panicking() {
+            self.end(QueueEvent::GaveUp { reason: GiveUpReason::Cancelled });
+        }
     }
 }
 

@@ -13,7 +13,10 @@
 //! * every node of ours carries a data watch (unless a lock turns it off), sent as soon as the
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
 //!   revocation request;
-//! * a waiter watches one node with a data watch, never the parent's children (no herd);
+//! * a waiter watches one node with a data watch, never the parent's children (no herd); a
+//!   rule may name a second, further ahead ([`Admission::lookahead`]: a mutex's waiter watches
+//!   the node two ahead too), so that a deletion notifies at most two waiters. Watches that
+//!   have not fired are kept from one round to the next, not set again;
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
 //!   us the head (sequence numbers only grow), so we proceed on that notification alone, with no
 //!   request after it: such a waiter also watches its own node, set just before the watch on the
@@ -66,7 +69,22 @@ pub(crate) struct Queue {
     /// without a clean release waits this long before it enters, and our own deletes say they
     /// are clean (see `Conn::send_delete`).
     lock_delay: Option<std::time::Duration>,
+    /// The root as it was when it was last found to carry [`Queue::root_data`]: its `czxid` and
+    /// `mzxid`. A listing that shows the same two needs no read: the root is the same node, and
+    /// its data has not changed since.
+    verified: Arc<std::sync::Mutex<Option<RootVersion>>>,
 }
+
+/// What [`Queue::join`] gives: our entry, a listing made after our create, and the root's
+/// version at that listing when it was read with it.
+pub(crate) struct Joined {
+    pub entry: Entry,
+    pub children: Vec<String>,
+    pub root: Option<RootVersion>,
+}
+
+/// A root node's identity and data version: `(czxid, mzxid)`.
+pub(crate) type RootVersion = (i64, i64);
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -94,6 +112,7 @@ impl Queue {
             root_data: None,
             watch_own: true,
             lock_delay: None,
+            verified: Arc::default(),
         }
     }
 
@@ -240,10 +259,18 @@ impl Queue {
 
     /// Checks that the root carries [`Queue::root_data`], storing it when the root has none.
     /// Called with our node in the queue, so the root can't be reaped and re-created meanwhile.
+    /// `listed`: the root's version as the join's listing saw it; when it is the one last
+    /// verified, nothing is read.
     ///
     /// # Errors
     /// [`Error::LeaseMaxMismatch`] when the root carries other data; errors of the reads.
-    pub async fn verify_root(&self, conn: &Conn) -> Result<()> {
+    pub async fn verify_root(&self, conn: &Conn, listed: Option<RootVersion>) -> Result<()> {
+        if self.root_data.is_none() {
+            return Ok(());
+        }
+        if listed.is_some() && listed == *crate::util::lock(&self.verified) {
+            return Ok(());
+        }
         match self.root_data_found(conn).await? {
             Ok(()) => Ok(()),
             Err(stored) => Err(Error::LeaseMaxMismatch {
@@ -269,12 +296,19 @@ impl Queue {
             };
             if data.is_empty() {
                 match on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await {
-                    Ok(_) => return Ok(Ok(())),
+                    Ok(stored) => {
+                        *crate::util::lock(&self.verified) = Some((stored.czxid, stored.mzxid));
+                        return Ok(Ok(()));
+                    }
                     Err(ZkError::BadVersion) => continue,
                     Err(e) => return Err(Error::from_zk("store root data", root, e)),
                 }
             }
-            return Ok(if data == **want { Ok(()) } else { Err(data) });
+            if data == **want {
+                *crate::util::lock(&self.verified) = Some((stat.czxid, stat.mzxid));
+                return Ok(Ok(()));
+            }
+            return Ok(Err(data));
         }
     }
 
@@ -287,7 +321,7 @@ impl Queue {
     ///
     /// # Cancel safety
     /// Cancel-safe: a drop at any await leaves no node behind (see [`PendingCreate`]).
-    pub async fn join(&self, conn: &Conn, marker: &str, data: &[u8]) -> Result<(Entry, Vec<String>)> {
+    pub async fn join(&self, conn: &Conn, marker: &str, data: &[u8]) -> Result<Joined> {
         self.janitor.remember_runtime();
         let client = &conn.client;
         let protection = self.scheme.new_protection();
@@ -309,8 +343,25 @@ impl Queue {
             self.counters.bump(Count::Create);
             let sent = std::time::Instant::now();
             let create = client.create(&create_path, data, &options);
-            // Pipelined: sent now, answered after the create.
-            let listing = (!alone).then(|| client.list_children(self.root.as_str()));
+            // Pipelined: sent now, answered after the create. With the root's version too, when
+            // the root must carry data (the same packets; see `verify_root`).
+            // (The request goes out when the client's method is called, not when its future is
+            // first polled: each is called here, outside the `async` block that maps its answer.)
+            let listing = (!alone).then(|| match self.root_data {
+                None => {
+                    let sent = client.list_children(self.root.as_str());
+                    futures_util::future::Either::Left(
+                        async move { sent.await.map(|children| (children, None)) },
+                    )
+                }
+                Some(_) => {
+                    let sent = client.get_children(self.root.as_str());
+                    futures_util::future::Either::Right(async move {
+                        let (children, stat) = sent.await?;
+                        Ok((children, Some((stat.czxid, stat.mzxid))))
+                    })
+                }
+            });
             let mut grandparent_missing = false;
             if let Some(parent) = parent {
                 match parent.await {
@@ -343,7 +394,7 @@ impl Queue {
                         &self.janitor,
                     );
                     entry.data = data.to_vec();
-                    entry.marks_release = self.lock_delay.is_some();
+                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some());
                     pending.disarm();
                     if self.watch_own {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
@@ -351,17 +402,17 @@ impl Queue {
                         (entry.own.event, entry.own.check) = (Some(event), Some(check));
                         entry.own.follow = true;
                     }
-                    let children = match listing {
+                    let (children, root) = match listing {
                         Some(listing) => match listing.await {
-                            Ok(children) => {
+                            Ok(listed) => {
                                 self.counters.bump(Count::Listing);
-                                children
+                                listed
                             }
-                            Err(_) => self.list_on(conn).await?,
+                            Err(_) => (self.list_on(conn).await?, None),
                         },
-                        None => self.list_on(conn).await?,
+                        None => (self.list_on(conn).await?, None),
                     };
-                    return Ok((entry, children));
+                    return Ok(Joined { entry, children, root });
                 }
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
                     drop(listing);
@@ -391,14 +442,14 @@ impl Queue {
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
                     let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
                     entry.data = data.to_vec();
-                    entry.marks_release = self.lock_delay.is_some();
+                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some());
                     pending.disarm();
                     if self.watch_own {
                         entry.watch_self().await?;
                         entry.own.follow = true;
                     }
                     let children = self.list_on(conn).await?;
-                    return Ok((entry, children));
+                    return Ok(Joined { entry, children, root: None });
                 }
                 Err(e) => {
                     // The create failed for sure: nothing to clean up.
@@ -456,7 +507,22 @@ impl Queue {
                     }
                     Decision::Wait { on, .. } => {
                         let ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
-                        std::iter::once(on).chain(ahead).map(|i| queue[i].name.clone()).collect()
+                        let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
+                        if self.lock_delay.is_some() {
+                            // The first waiter watches every holder ahead of it: any of them
+                            // vanishing without a clean release must hold it back, not only
+                            // the one it waits on (a writer behind several readers).
+                            let holders: Vec<usize> =
+                                (0..me).filter(|&i| rule.decide(&queue, i) == Decision::Proceed).collect();
+                            if holders.len() == me {
+                                for holder in holders {
+                                    if !watched.contains(&holder) {
+                                        watched.push(holder);
+                                    }
+                                }
+                            }
+                        }
+                        watched.into_iter().map(|i| queue[i].name.clone()).collect()
                     }
                     Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
                 };
@@ -484,7 +550,8 @@ impl Queue {
             // deleted it in an earlier transaction; then we must not enter). The watch on our
             // own node, set before the one on the node ahead, tells us without a request while
             // it vouches (see `OwnCheck`); else we read our node again.
-            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted(at)) = (decision, woke) {
+            // (The node waited on is the first watched; any other is looked at again.)
+            if let (Decision::Wait { then_proceed: true, .. }, Woke::Deleted(at @ 0)) = (decision, woke) {
                 match entry::fired(&mut entry.own.event) {
                     Some(OwnEvent::Deleted) => return Err(entry.gone()),
                     Some(OwnEvent::Session(state)) => return Err(session_error(state)),
@@ -502,17 +569,29 @@ impl Queue {
                 self.counters.bump(Count::RelistSaved);
                 if let Some(delay) = self.lock_delay {
                     progress.vanished_unclean(delay, &watched[at]);
+                    entry.mark.hold_back(delay);
                 }
                 return self.hold_back(entry, progress).await;
             }
             children = self.list_on(&entry.conn).await?;
             if let Some(delay) = self.lock_delay {
-                // A watched node that is gone left without a clean release, unless its data
-                // change is what woke us: a clean release is a data change and a delete in one
-                // transaction (see `Conn::send_delete`).
+                // A watched node that is gone left cleanly if its watch saw a data change (a
+                // clean release is a data change and a delete in one transaction: see
+                // `Conn::send_delete`), and not if it saw a deletion. ZooKeeper delivers a
+                // watch's event before the reply to a later request that shows the change, so
+                // by now its watch has fired, unless it was not set in time (the node was gone
+                // before it): that counts as unclean.
                 for (i, name) in watched.iter().enumerate() {
-                    if woke != Woke::Changed(Some(i)) && !children.contains(name) {
+                    if children.contains(name) {
+                        continue;
+                    }
+                    let clean = match armed.remove(name).and_then(|mut watch| poll_now(&mut watch)) {
+                        Some(event) => event.event_type == EventType::NodeDataChanged,
+                        None => woke == Woke::Changed(Some(i)),
+                    };
+                    if !clean {
                         progress.vanished_unclean(delay, name);
+                        entry.mark.hold_back(delay);
                     }
                 }
             }
@@ -552,19 +631,12 @@ impl Queue {
         let event = QueueEvent::LockDelay { wait, vanished: vanished.to_string() };
         progress.delayed(wait);
         progress.emit(event);
-        let sleep = tokio::time::sleep_until(until.into());
-        tokio::pin!(sleep);
-        loop {
-            tokio::select! {
-                biased;
-                event = own_event(&mut entry.own.event) => match event {
-                    OwnEvent::Deleted => return Err(entry.gone()),
-                    OwnEvent::Session(state) => return Err(session_error(state)),
-                    OwnEvent::Changed => entry.watch_self().await?,
-                },
-                () = &mut sleep => return Ok(()),
-            }
+        if entry.own.event.is_none() {
+            // Without it, neither our node's deletion nor the session's end (a close, an
+            // expiry: both delete our node) would end the wait.
+            entry.watch_self().await?;
         }
+        while_ours_stands(entry, tokio::time::sleep_until(until.into())).await
     }
 
     /// Tells waiters behind us that we were admitted, when the rule asks for it.
@@ -654,27 +726,16 @@ impl Queue {
             }
             std::task::Poll::Pending
         });
-        tokio::pin!(any);
-        loop {
-            tokio::select! {
-                // Our own node first: when both have fired, its event came first (see `wait_turn`).
-                biased;
-                event = own_event(&mut entry.own.event) => match event {
-                    OwnEvent::Deleted => return Err(entry.gone()),
-                    OwnEvent::Session(state) => return Err(session_error(state)),
-                    OwnEvent::Changed => entry.watch_self().await?,
-                },
-                (at, event) = &mut any => return match event.event_type {
-                    EventType::NodeDeleted => {
-                        self.counters.bump(Count::Wakeup);
-                        Ok(Woke::Deleted(at))
-                    }
-                    EventType::Session => Err(session_error(event.session_state)),
-                    // Its data changed (a waiter ahead was admitted, a revocation request, or a
-                    // clean release with the lock delay on): look again.
-                    _ => Ok(Woke::Changed(Some(at))),
-                },
+        let (at, event) = while_ours_stands(entry, any).await?;
+        match event.event_type {
+            EventType::NodeDeleted => {
+                self.counters.bump(Count::Wakeup);
+                Ok(Woke::Deleted(at))
             }
+            EventType::Session => Err(session_error(event.session_state)),
+            // Its data changed (a waiter ahead was admitted, a revocation request, or a clean
+            // release with the lock delay on): look again.
+            _ => Ok(Woke::Changed(Some(at))),
         }
     }
 }
@@ -693,6 +754,32 @@ enum Woke {
     /// The data of the watched node at this index changed; `None`: a change seen otherwise,
     /// or the watch could not be set. Look again.
     Changed(Option<usize>),
+}
+
+/// Runs `fut` while our own node stands: its deletion or the session's end ends the wait with
+/// an error, a change of its data re-arms the watch (noting a revocation request). Our own
+/// node's event is looked at first: when both have fired, it came first (see `wait_turn`).
+async fn while_ours_stands<F: std::future::Future>(entry: &mut Entry, fut: F) -> Result<F::Output> {
+    tokio::pin!(fut);
+    loop {
+        tokio::select! {
+            biased;
+            event = own_event(&mut entry.own.event) => match event {
+                OwnEvent::Deleted => return Err(entry.gone()),
+                OwnEvent::Session(state) => return Err(session_error(state)),
+                OwnEvent::Changed => entry.watch_self().await?,
+            },
+            out = &mut fut => return Ok(out),
+        }
+    }
+}
+
+/// Polls `fut` once, without a waker: its output if it is ready now.
+fn poll_now<F: std::future::Future + ?Sized>(fut: &mut std::pin::Pin<Box<F>>) -> Option<F::Output> {
+    match fut.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// Awaits the own-node watch event, if one is armed; clears the slot once it fires.

@@ -60,8 +60,9 @@ pub trait Lock: Send + Sync + std::fmt::Debug {
     /// `events` is called inline, from this future, in order: keep it short (push to a
     /// channel, update a progress line). Reporting the holder costs one read per `Queued` or
     /// `MovedUp` event; nothing else is sent for events, and the other acquires do no work for
-    /// them. A multi-lock reports each member's events in turn. (For an implementation outside
-    /// this crate, the default reports only the end: acquired or gave up.)
+    /// them. A multi-lock reports each member's events in turn (an `Acquired` per member, then
+    /// a `GaveUp` if a later member is not taken). (For an implementation outside this crate,
+    /// the default reports only the end: acquired or gave up, not a cancellation.)
     ///
     /// ```no_run
     /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
@@ -84,7 +85,7 @@ pub trait Lock: Send + Sync + std::fmt::Debug {
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind, and reports
-    /// [`crate::GiveUpReason::Cancelled`] as it goes.
+    /// [`crate::GiveUpReason::Cancelled`] from its drop (unless the thread is panicking).
     async fn acquire_with_events(
         &self,
         timeout: Option<Duration>,

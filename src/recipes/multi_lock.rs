@@ -122,7 +122,7 @@ impl InterProcessMultiLock {
     /// # Cancel safety
     /// As [`InterProcessMultiLock::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.take(Some(Instant::now() + timeout), false, None).await
+        self.take(Instant::now().checked_add(timeout), false, None).await
     }
 }
 
@@ -145,7 +145,7 @@ impl Lock for InterProcessMultiLock {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.take(timeout.map(|t| Instant::now() + t), false, Some(events)).await
+        self.take(timeout.and_then(|t| Instant::now().checked_add(t)), false, Some(events)).await
     }
     async fn settled(&self) {
         for member in self.members.iter() {

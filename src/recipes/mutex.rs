@@ -1,7 +1,7 @@
 //! [`InterProcessMutex`]: a fair, herd-free, reentrant distributed mutex.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
@@ -13,7 +13,9 @@ use crate::session::Session;
 /// A distributed mutex over ZooKeeper, wire-compatible with Curator's `InterProcessMutex`.
 ///
 /// * **Fair and herd-free:** contenders queue as EPHEMERAL_SEQUENTIAL nodes and each watches
-///   only its predecessor; the lock is granted in creation order.
+///   its predecessor (and, two or more places back, the node ahead of that one too, so that it
+///   enters on its predecessor's deletion alone: one hop per handoff); a release wakes at most
+///   two waiters, and the lock is granted in creation order.
 /// * **Exclusive between tasks:** two `acquire` calls on one handle (or its clones), from any
 ///   two tasks, exclude each other, as a `tokio::sync::Mutex` would. They take turns in a local
 ///   FIFO in front of the ZooKeeper queue, so many tasks on one handle cost one node at a time.
@@ -119,7 +121,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::Until(Instant::now() + timeout)).await
+        self.core.acquire(Wait::at_most(Some(timeout))).await
     }
 
     /// Whether a task holds the lock through this handle (or a clone) now, as far as it knows.

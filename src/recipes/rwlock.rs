@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -204,7 +204,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// As [`InterProcessReadWriteLock::read`].
     pub async fn read_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.read_with(Wait::Until(Instant::now() + timeout)).await
+        self.read_with(Wait::at_most(Some(timeout))).await
     }
 
     /// Waits until the write lock is held. A task that holds the read lock and asks for the
@@ -238,7 +238,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// As [`InterProcessReadWriteLock::write`].
     pub async fn write_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.write_with(Wait::Until(Instant::now() + timeout)).await
+        self.write_with(Wait::at_most(Some(timeout))).await
     }
 
     /// The queue in order, readers and writers; `is_holder` marks those admitted now.

@@ -1,7 +1,7 @@
 //! [`InterProcessSemaphore`]: up to N leases shared across processes.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
@@ -238,7 +238,7 @@ impl InterProcessSemaphore {
     /// # Cancel safety
     /// As [`InterProcessSemaphore::acquire_many`].
     pub async fn acquire_many_timeout(&self, leases: u32, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.acquire_with(leases, Wait::Until(Instant::now() + timeout)).await
+        self.acquire_with(leases, Wait::at_most(Some(timeout))).await
     }
 
     /// Waits for `leases` leases, at most `timeout` when one is given (`Ok(None)` when it

@@ -1,7 +1,7 @@
 //! [`InterProcessSemaphoreMutex`]: a non-reentrant distributed mutex.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
@@ -79,7 +79,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// As [`InterProcessSemaphoreMutex::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::Until(Instant::now() + timeout)).await
+        self.core.acquire(Wait::at_most(Some(timeout))).await
     }
 
     /// The queue in order.

@@ -326,7 +326,7 @@ impl Conn {
     /// transaction with a write of [`crate::markers::RELEASED`] to the node, so that a waiter's
     /// data watch on it fires as a data change, never as a deletion, which is what a session's
     /// expiry (or anyone else's delete) fires. Nobody can read the marker: the node is gone in
-    /// the same transaction.
+    /// the same transaction. If our node's ACL does not let us write it, the delete goes alone.
     pub fn send_delete(&self, path: &str, marked: bool) -> DeleteFuture {
         if !marked {
             return Box::pin(self.client.delete(path, None));
@@ -336,7 +336,12 @@ impl Conn {
             let mut writer = client.new_multi_writer();
             writer.add_set_data(&path, crate::markers::RELEASED, None)?;
             writer.add_delete(&path, None)?;
-            writer.commit().await.map(drop).map_err(zookeeper_client::Error::from)
+            match writer.commit().await.map_err(zookeeper_client::Error::from) {
+                // Our node's ACL lets us delete it but not write it: a plain delete, which
+                // waiters take as unclean (they wait: the safe side).
+                Err(zookeeper_client::Error::NoAuth) => client.delete(&path, None).await,
+                other => other.map(drop),
+            }
         });
         // The first poll builds the transaction and sends it.
         match std::future::Future::poll(
