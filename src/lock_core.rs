@@ -212,6 +212,16 @@ impl LockCore {
         self.acquire_by(wait, marker, self.rule.as_ref(), true, None).await
     }
 
+    /// Waits at most `timeout` (without a bound when `None`), reporting to `events`: the
+    /// recipes' `acquire_with_events`.
+    pub async fn acquire_with_events(
+        &self,
+        timeout: Option<std::time::Duration>,
+        events: Sink<'_>,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire_reporting(Wait::at_most(timeout), self.marker, events).await
+    }
+
     /// As [`LockCore::acquire_marked`], reporting to `events` (see [`QueueEvent`]).
     pub async fn acquire_reporting(
         &self,

@@ -15,7 +15,7 @@ use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::Conn;
-use crate::util::{on_connection_loss, Janitor};
+use crate::util::{on_connection_loss, poll_now, Janitor};
 
 /// What the data watch on our own node reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent,
             Err(_) => OwnEvent::Changed,
         }
     });
-    let event = match poll_now(&mut event) {
+    let event = match poll_now(event.as_mut()) {
         // Only a client that is closed already answers at once.
         Some(now) => Box::pin(std::future::ready(now)),
         None => event,
@@ -103,21 +103,13 @@ impl OwnCheck {
             return false;
         }
         let mut changed = std::pin::pin!(self.state.changed());
-        poll_now(&mut changed).is_none()
-    }
-}
-
-/// Polls `fut` once, without a waker to call: its answer if it has one now.
-fn poll_now<F: Future + ?Sized>(fut: &mut Pin<impl std::ops::DerefMut<Target = F>>) -> Option<F::Output> {
-    match fut.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-        std::task::Poll::Ready(out) => Some(out),
-        std::task::Poll::Pending => None,
+        poll_now(changed.as_mut()).is_none()
     }
 }
 
 /// Whether our node's watch has fired by now, without waiting: `None` while it has not.
 pub(crate) fn fired(slot: &mut Option<PendingEvent>) -> Option<OwnEvent> {
-    let fired = poll_now(slot.as_mut()?)?;
+    let fired = poll_now(slot.as_mut()?.as_mut())?;
     *slot = None;
     Some(fired)
 }

@@ -41,7 +41,7 @@ use crate::error::{Error, Result};
 use crate::naming::{sort_queue, NameScheme, QueueNode};
 use crate::path::LockPath;
 use crate::session::{Conn, Session};
-use crate::util::{on_connection_loss, Janitor};
+use crate::util::{on_connection_loss, poll_now, Janitor};
 
 /// How many times a create is retried when its parent vanishes under it (an empty CONTAINER
 /// parent is reaped by the server) before we report the error.
@@ -508,19 +508,14 @@ impl Queue {
                     Decision::Wait { on, .. } => {
                         let ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
                         let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
-                        if self.lock_delay.is_some() {
-                            // The first waiter watches every holder ahead of it: any of them
-                            // vanishing without a clean release must hold it back, not only
-                            // the one it waits on (a writer behind several readers).
-                            let holders: Vec<usize> =
-                                (0..me).filter(|&i| rule.decide(&queue, i) == Decision::Proceed).collect();
-                            if holders.len() == me {
-                                for holder in holders {
-                                    if !watched.contains(&holder) {
-                                        watched.push(holder);
-                                    }
-                                }
-                            }
+                        // With the lock delay, the first waiter (everyone ahead holds) watches
+                        // every holder: any of them vanishing without a clean release must
+                        // hold it back, not only the one it waits on (a writer behind several
+                        // readers).
+                        if self.lock_delay.is_some()
+                            && (0..me).all(|i| rule.decide(&queue, i) == Decision::Proceed)
+                        {
+                            watched.extend((0..me).filter(|i| *i != on && Some(*i) != ahead));
                         }
                         watched.into_iter().map(|i| queue[i].name.clone()).collect()
                     }
@@ -585,7 +580,7 @@ impl Queue {
                     if children.contains(name) {
                         continue;
                     }
-                    let clean = match armed.remove(name).and_then(|mut watch| poll_now(&mut watch)) {
+                    let clean = match armed.remove(name).and_then(|mut watch| poll_now(watch.as_mut())) {
                         Some(event) => event.event_type == EventType::NodeDataChanged,
                         None => woke == Woke::Changed(Some(i)),
                     };
@@ -771,14 +766,6 @@ async fn while_ours_stands<F: std::future::Future>(entry: &mut Entry, fut: F) ->
             },
             out = &mut fut => return Ok(out),
         }
-    }
-}
-
-/// Polls `fut` once, without a waker: its output if it is ready now.
-fn poll_now<F: std::future::Future + ?Sized>(fut: &mut std::pin::Pin<Box<F>>) -> Option<F::Output> {
-    match fut.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-        std::task::Poll::Ready(out) => Some(out),
-        std::task::Poll::Pending => None,
     }
 }
 

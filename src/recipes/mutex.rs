@@ -187,7 +187,7 @@ impl super::lock::Lock for InterProcessMutex {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.core.acquire_reporting(Wait::at_most(timeout), self.core.marker(), events).await
+        self.core.acquire_with_events(timeout, events).await
     }
     async fn settled(&self) {
         InterProcessMutex::settled(self).await

@@ -305,7 +305,7 @@ impl super::lock::Lock for ReadLock {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.0.read.acquire_reporting(Wait::at_most(timeout), self.0.read.marker(), events).await
+        self.0.read.acquire_with_events(timeout, events).await
     }
     async fn settled(&self) {
         self.0.settled().await
@@ -331,7 +331,7 @@ impl super::lock::Lock for WriteLock {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.0.write.acquire_reporting(Wait::at_most(timeout), self.0.write.marker(), events).await
+        self.0.write.acquire_with_events(timeout, events).await
     }
     async fn settled(&self) {
         self.0.settled().await

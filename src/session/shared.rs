@@ -344,12 +344,9 @@ impl Conn {
             }
         });
         // The first poll builds the transaction and sends it.
-        match std::future::Future::poll(
-            sent.as_mut(),
-            &mut std::task::Context::from_waker(std::task::Waker::noop()),
-        ) {
-            std::task::Poll::Ready(now) => Box::pin(std::future::ready(now)),
-            std::task::Poll::Pending => sent,
+        match crate::util::poll_now(sent.as_mut()) {
+            Some(now) => Box::pin(std::future::ready(now)),
+            None => sent,
         }
     }
 

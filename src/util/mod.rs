@@ -1,5 +1,5 @@
-//! Small helpers every layer uses: a poison-tolerant lock, retrying across connection losses,
-//! and background cleanup that can be awaited. They import nothing from the crate but errors.
+//! Small helpers every layer uses: a poison-tolerant lock, a look at a future without waiting,
+//! retrying across connection losses, and background cleanup that can be awaited. They import nothing from the crate but errors.
 
 mod janitor;
 mod retry;
@@ -14,4 +14,14 @@ pub(crate) use self::retry::on_connection_loss;
 /// taken or set whole), so a panic elsewhere never leaves it half-written.
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Polls `fut` once, without a waker to call: its output if it is ready now. (A request of the
+/// client goes out on the first poll of a future that builds it; an event already delivered is
+/// taken without waiting.)
+pub(crate) fn poll_now<F: std::future::Future + ?Sized>(fut: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(out) => Some(out),
+        std::task::Poll::Pending => None,
+    }
 }
