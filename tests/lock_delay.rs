@@ -11,66 +11,13 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::peers;
 use common::*;
-use tokio::sync::mpsc;
-use zk_recipes::{GiveUpReason, InterProcessMutex, Lock, LockGuard, LockOptions, QueueEvent, Session};
+use zk_recipes::{GiveUpReason, InterProcessMutex, LockGuard, LockOptions, QueueEvent, Session};
 
 const DELAY: Duration = Duration::from_secs(3);
-
-/// A waiter's acquire, spawned: its events (with the instant each arrived) on a channel.
-struct Waiter {
-    events: mpsc::UnboundedReceiver<(Instant, QueueEvent)>,
-    seen: Vec<(Instant, QueueEvent)>,
-    task: tokio::task::JoinHandle<zk_recipes::Result<Option<LockGuard>>>,
-}
-
-impl Waiter {
-    fn start(mutex: &InterProcessMutex, timeout: Option<Duration>) -> Waiter {
-        let (tx, events) = mpsc::unbounded_channel();
-        let mutex = mutex.clone();
-        let task = tokio::spawn(async move {
-            let mut report = move |event: &QueueEvent| {
-                let _ = tx.send((Instant::now(), event.clone()));
-            };
-            mutex.acquire_with_events(timeout, &mut report).await
-        });
-        Waiter { events, seen: Vec::new(), task }
-    }
-
-    /// Waits for the first event that `want` accepts; returns it with its instant.
-    async fn until(&mut self, what: &str, want: impl Fn(&QueueEvent) -> bool) -> (Instant, QueueEvent) {
-        within(what, async {
-            loop {
-                let event = self.events.recv().await.expect("the acquire ended without the event");
-                self.seen.push(event.clone());
-                if want(&event.1) {
-                    return event;
-                }
-            }
-        })
-        .await
-    }
-
-    async fn queued(&mut self) {
-        self.until("queued", |e| matches!(e, QueueEvent::Queued { .. })).await;
-    }
-
-    /// The guard, once the acquire returns; every event it reported is in `seen`.
-    async fn guard(&mut self) -> LockGuard {
-        let guard = within("the acquire", &mut self.task).await.unwrap().unwrap().expect("acquired");
-        while let Ok(event) = self.events.try_recv() {
-            self.seen.push(event);
-        }
-        guard
-    }
-
-    fn delays(&self) -> Vec<&QueueEvent> {
-        self.seen.iter().map(|(_, e)| e).filter(|e| matches!(e, QueueEvent::LockDelay { .. })).collect()
-    }
-}
 
 fn delayed(id: &str) -> LockOptions {
     LockOptions::new().participant_id(id).lock_delay(DELAY)
@@ -91,7 +38,7 @@ async fn after_the_holders_session_expires_the_next_waits_the_delay_and_keeps_it
 
     let session = session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::with_options(&session, "/delay/expiry", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
 
     // The holder's process goes silent: the server expires its session and deletes its node.
@@ -123,7 +70,7 @@ async fn after_a_clean_release_the_next_enters_at_once() {
 
     let other = common::session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::with_options(&other, "/delay/clean", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
     // A marked release is a clean one, and the holder's own watch takes it for its own delete.
     held.release().await.unwrap();
@@ -142,11 +89,11 @@ async fn a_waiter_that_gives_up_ahead_of_us_leaves_cleanly() {
     let impatient_session = common::session(&zk.connect_string()).await;
     let impatient =
         InterProcessMutex::with_options(&impatient_session, "/delay/leave", delayed("impatient")).unwrap();
-    let mut ahead = Waiter::start(&impatient, None);
+    let mut ahead = Waiter::lock(impatient.clone(), None);
     ahead.queued().await;
     let other = common::session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::with_options(&other, "/delay/leave", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
 
     // The waiter ahead gives up (its acquire is dropped): its node is deleted in the background.
@@ -172,7 +119,7 @@ async fn a_hold_that_ends_at_its_limit_is_not_a_clean_release() {
 
     let other = common::session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::with_options(&other, "/delay/limit", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
     let guard = next.guard().await;
     assert!(
@@ -193,7 +140,7 @@ async fn beside_a_curator_holder_every_release_counts_as_unclean() {
 
     let session = session(&connect).await;
     let mutex = InterProcessMutex::with_options(&session, "/delay/curator", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
     // Curator deletes its node with a plain delete: to a waiter, that looks like an expiry.
     java.say("release");
@@ -213,7 +160,7 @@ async fn without_the_option_nothing_waits_and_releases_are_plain_deletes() {
     let held = holder.acquire().await.unwrap();
     let session = session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::new(&session, "/delay/off").unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
     proxy.blackhole();
     let guard = next.guard().await;
@@ -261,7 +208,7 @@ async fn a_close_with_a_guard_held_is_not_a_clean_release() {
     let held = holder.acquire().await.unwrap();
     let other = common::session(&zk.connect_string()).await;
     let mutex = InterProcessMutex::with_options(&other, "/delay/close", delayed("next")).unwrap();
-    let mut next = Waiter::start(&mutex, None);
+    let mut next = Waiter::lock(mutex.clone(), None);
     next.queued().await;
     closing.close().await;
     let guard = next.guard().await;

@@ -13,89 +13,16 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use tokio::sync::mpsc;
 use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, Permission};
 use zk_recipes::{
     ConnectionState, Error, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, Lock,
-    LockGuard, LockOptions, LockStatus, QueueEvent, Result,
+    LockOptions, LockStatus, QueueEvent,
 };
 
 const DELAY: Duration = Duration::from_secs(3);
 
 fn delayed(id: &str) -> LockOptions {
     LockOptions::new().participant_id(id).lock_delay(DELAY)
-}
-
-/// An acquire, spawned: its events (with the instant each arrived) on a channel.
-struct Waiter {
-    events: mpsc::UnboundedReceiver<(Instant, QueueEvent)>,
-    seen: Vec<(Instant, QueueEvent)>,
-    task: tokio::task::JoinHandle<Result<Option<LockGuard>>>,
-}
-
-impl Waiter {
-    fn lock(lock: impl Lock + 'static) -> Waiter {
-        let (tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(async move {
-            let mut report = move |event: &QueueEvent| {
-                let _ = tx.send((Instant::now(), event.clone()));
-            };
-            lock.acquire_with_events(None, &mut report).await
-        });
-        Waiter { events, seen: Vec::new(), task }
-    }
-
-    fn leases(semaphore: InterProcessSemaphore, leases: u32) -> Waiter {
-        let (tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(async move {
-            let mut report = move |event: &QueueEvent| {
-                let _ = tx.send((Instant::now(), event.clone()));
-            };
-            semaphore.acquire_with_events(leases, None, &mut report).await
-        });
-        Waiter { events, seen: Vec::new(), task }
-    }
-
-    async fn until(&mut self, what: &str, want: impl Fn(&QueueEvent) -> bool) -> (Instant, QueueEvent) {
-        within(what, async {
-            loop {
-                let event = self.events.recv().await.expect("the acquire ended without the event");
-                self.seen.push(event.clone());
-                if want(&event.1) {
-                    return event;
-                }
-            }
-        })
-        .await
-    }
-
-    async fn queued(&mut self) {
-        self.until("queued", |e| matches!(e, QueueEvent::Queued { .. })).await;
-    }
-
-    async fn lock_delay(&mut self) -> (Instant, Duration) {
-        match self.until("the lock delay", |e| matches!(e, QueueEvent::LockDelay { .. })).await {
-            (at, QueueEvent::LockDelay { wait, .. }) => (at, wait),
-            _ => unreachable!(),
-        }
-    }
-
-    /// What the acquire returned, once it returns; every event it reported is in `seen`.
-    async fn result(&mut self) -> Result<Option<LockGuard>> {
-        let result = within("the acquire", &mut self.task).await.unwrap();
-        while let Ok(event) = self.events.try_recv() {
-            self.seen.push(event);
-        }
-        result
-    }
-
-    fn delays(&self) -> usize {
-        self.seen.iter().filter(|(_, e)| matches!(e, QueueEvent::LockDelay { .. })).count()
-    }
-
-    fn events(&self) -> Vec<&QueueEvent> {
-        self.seen.iter().map(|(_, e)| e).collect()
-    }
 }
 
 /// Liveness (a needless delay). A semaphore's first waiter watches every lease holder; two of
@@ -119,7 +46,7 @@ async fn two_clean_lease_releases_at_once_impose_no_delay() {
     b.unwrap();
     let guard = next.result().await.unwrap().expect("acquired");
     guard.release().await.unwrap();
-    assert_eq!(next.delays(), 0, "clean releases taken for unclean: {:?}", next.events());
+    assert_eq!(next.delays().len(), 0, "clean releases taken for unclean: {:?}", next.events());
 }
 
 /// Safety (the delay's promise). The holder's session expires; the first waiter starts its
@@ -135,12 +62,16 @@ async fn a_waiter_that_gives_up_during_its_delay_does_not_let_the_next_in_early(
     let holder = InterProcessMutex::with_options(&doomed, "/faults/give-up", delayed("doomed")).unwrap();
     let held = holder.acquire().await.unwrap();
     let one = session(&zk.connect_string()).await;
-    let mut first =
-        Waiter::lock(InterProcessMutex::with_options(&one, "/faults/give-up", delayed("first")).unwrap());
+    let mut first = Waiter::lock(
+        InterProcessMutex::with_options(&one, "/faults/give-up", delayed("first")).unwrap(),
+        None,
+    );
     first.queued().await;
     let two = session(&zk.connect_string()).await;
-    let mut second =
-        Waiter::lock(InterProcessMutex::with_options(&two, "/faults/give-up", delayed("second")).unwrap());
+    let mut second = Waiter::lock(
+        InterProcessMutex::with_options(&two, "/faults/give-up", delayed("second")).unwrap(),
+        None,
+    );
     second.queued().await;
 
     proxy.blackhole();
@@ -180,7 +111,7 @@ async fn a_writer_waits_the_delay_after_a_reader_it_did_not_watch_expired() {
     let writer_session = session(&zk.connect_string()).await;
     let writer =
         InterProcessReadWriteLock::with_options(&writer_session, "/faults/rw", delayed("writer")).unwrap();
-    let mut writer = Waiter::lock(writer.write_lock());
+    let mut writer = Waiter::lock(writer.write_lock(), None);
     writer.queued().await;
 
     proxy.blackhole();
@@ -320,8 +251,10 @@ async fn a_huge_lock_delay_does_not_panic() {
     let held = InterProcessMutex::with_options(&doomed, "/faults/huge-delay", forever()).unwrap();
     let held = held.acquire().await.unwrap();
     let session = session(&zk.connect_string()).await;
-    let mut next =
-        Waiter::lock(InterProcessMutex::with_options(&session, "/faults/huge-delay", forever()).unwrap());
+    let mut next = Waiter::lock(
+        InterProcessMutex::with_options(&session, "/faults/huge-delay", forever()).unwrap(),
+        None,
+    );
     next.queued().await;
     proxy.blackhole();
     next.lock_delay().await;

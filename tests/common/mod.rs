@@ -344,3 +344,98 @@ impl Peer {
         assert!(status.success(), "peer failed: {status}");
     }
 }
+
+/// An acquire run on a task of its own with its queue events (`acquire_with_events`), each with
+/// the instant it arrived, on a channel.
+pub struct Waiter {
+    pub events: tokio::sync::mpsc::UnboundedReceiver<(std::time::Instant, zk_recipes::QueueEvent)>,
+    pub seen: Vec<(std::time::Instant, zk_recipes::QueueEvent)>,
+    pub task: tokio::task::JoinHandle<zk_recipes::Result<Option<zk_recipes::LockGuard>>>,
+}
+
+impl Waiter {
+    fn spawn<F>(
+        acquire: impl FnOnce(
+            tokio::sync::mpsc::UnboundedSender<(std::time::Instant, zk_recipes::QueueEvent)>,
+        ) -> F,
+    ) -> Waiter
+    where
+        F: Future<Output = zk_recipes::Result<Option<zk_recipes::LockGuard>>> + Send + 'static,
+    {
+        let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+        Waiter { events, seen: Vec::new(), task: tokio::spawn(acquire(tx)) }
+    }
+
+    /// Acquires `lock`, waiting at most `timeout` when given.
+    pub fn lock(lock: impl zk_recipes::Lock + 'static, timeout: Option<Duration>) -> Waiter {
+        Waiter::spawn(|tx| async move {
+            let mut report = move |event: &zk_recipes::QueueEvent| {
+                let _ = tx.send((std::time::Instant::now(), event.clone()));
+            };
+            lock.acquire_with_events(timeout, &mut report).await
+        })
+    }
+
+    /// Acquires `leases` leases of `semaphore`.
+    pub fn leases(semaphore: zk_recipes::InterProcessSemaphore, leases: u32) -> Waiter {
+        Waiter::spawn(|tx| async move {
+            let mut report = move |event: &zk_recipes::QueueEvent| {
+                let _ = tx.send((std::time::Instant::now(), event.clone()));
+            };
+            semaphore.acquire_with_events(leases, None, &mut report).await
+        })
+    }
+
+    /// Waits for the first event that `want` accepts; returns it with its instant.
+    pub async fn until(
+        &mut self,
+        what: &str,
+        want: impl Fn(&zk_recipes::QueueEvent) -> bool,
+    ) -> (std::time::Instant, zk_recipes::QueueEvent) {
+        within(what, async {
+            loop {
+                let event = self.events.recv().await.expect("the acquire ended without the event");
+                self.seen.push(event.clone());
+                if want(&event.1) {
+                    return event;
+                }
+            }
+        })
+        .await
+    }
+
+    pub async fn queued(&mut self) {
+        self.until("queued", |e| matches!(e, zk_recipes::QueueEvent::Queued { .. })).await;
+    }
+
+    /// The next `LockDelay`: when it came, and the wait it announced.
+    pub async fn lock_delay(&mut self) -> (std::time::Instant, Duration) {
+        match self.until("the lock delay", |e| matches!(e, zk_recipes::QueueEvent::LockDelay { .. })).await {
+            (at, zk_recipes::QueueEvent::LockDelay { wait, .. }) => (at, wait),
+            _ => unreachable!(),
+        }
+    }
+
+    /// What the acquire returned, once it returns; every event it reported is in `seen`.
+    pub async fn result(&mut self) -> zk_recipes::Result<Option<zk_recipes::LockGuard>> {
+        let result = within("the acquire", &mut self.task).await.unwrap();
+        while let Ok(event) = self.events.try_recv() {
+            self.seen.push(event);
+        }
+        result
+    }
+
+    /// The guard, once the acquire returns one.
+    pub async fn guard(&mut self) -> zk_recipes::LockGuard {
+        self.result().await.unwrap().expect("acquired")
+    }
+
+    pub fn events(&self) -> Vec<&zk_recipes::QueueEvent> {
+        self.seen.iter().map(|(_, e)| e).collect()
+    }
+
+    /// The `LockDelay` events seen.
+    pub fn delays(&self) -> Vec<&zk_recipes::QueueEvent> {
+        self.events().into_iter().filter(|e| matches!(e, zk_recipes::QueueEvent::LockDelay { .. })).collect()
+    }
+}
