@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
-//!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH]
+//!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
 //! ```
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
 //! `semaphore`, `semmutex`, `multi`, `latch` and `selector` (default: all, in that order), on
@@ -21,11 +21,19 @@
 //! seeded random times, each kind in turn. The checker (`checker.rs`) then verifies both views
 //! and explains every overlap; the process exits 1 on any fenced violation, unexplained
 //! overlap, over-admission, refused writer not told of its loss, or node left behind.
+//!
+//! `--history PATH` writes every event of the run as one JSON document. Every run draws its
+//! timeline (`timeline.rs`) into a PNG, `target/chaos/timeline-<seed>.png` unless
+//! `--timeline PATH` says where: one panel per phase, one row per worker with its holds, the
+//! faults as shaded spans, pauses and kills of worker processes, and a red cross at each write
+//! refused by fencing. A picture that cannot be drawn is reported on stderr; the exit code is
+//! the checker's verdict only.
 
 mod checker;
 mod faults;
 mod report;
 mod resource;
+mod timeline;
 mod workers;
 
 use std::collections::BTreeMap;
@@ -385,6 +393,11 @@ fn main() {
             Ok(()) => println!("history: {path}"),
             Err(e) => eprintln!("chaos: could not write {path}: {e}"),
         }
+    }
+    let picture = arg("--timeline").unwrap_or_else(|| format!("target/chaos/timeline-{seed}.png"));
+    match timeline::write(std::path::Path::new(&picture), seed, secs, &reports, &run) {
+        Ok(()) => println!("timeline: {picture}"),
+        Err(e) => eprintln!("chaos: could not draw the timeline {picture}: {e}"),
     }
     println!("violations: {violations}");
     let _ = std::io::stdout().flush();

@@ -15,6 +15,8 @@ pub struct PhaseReport {
     pub overlaps: Vec<Overlap>,
     /// Runs of explained overlaps with the same paused holder.
     pub episodes: usize,
+    /// When the phase began and ended (since the run's epoch).
+    pub span: (Duration, Duration),
 }
 
 pub fn report(
@@ -156,7 +158,7 @@ pub fn report(
             if around.is_empty() { "none".into() } else { around.join(", ") }
         ));
     }
-    PhaseReport { lines, violations, history: h, overlaps, episodes }
+    PhaseReport { lines, violations, history: h, overlaps, episodes, span: (started, ended) }
 }
 
 pub fn describe(h: &Hold) -> String {
