@@ -28,9 +28,10 @@ pub enum Fault {
     SessionMove,
     PauseWorkerProcess,
     KillWorkerProcess,
+    PartitionServer,
 }
 
-pub const FAULTS: [Fault; 10] = [
+pub const FAULTS: [Fault; 11] = [
     Fault::KillZkLeader,
     Fault::FreezeZkFollower,
     Fault::RollingRestart,
@@ -41,7 +42,13 @@ pub const FAULTS: [Fault; 10] = [
     Fault::SessionMove,
     Fault::PauseWorkerProcess,
     Fault::KillWorkerProcess,
+    Fault::PartitionServer,
 ];
+
+/// How long [`Fault::PartitionServer`] cuts the leader off from the other servers: twice the
+/// session timeout, so that the sessions on the old leader must move to the majority (the old
+/// leader stops serving once it steps down, within `syncLimit` ticks) or expire.
+const SERVER_PARTITION: Duration = Duration::from_secs(4);
 
 /// One injected fault, with its span and what it hit.
 #[derive(Clone, Debug)]
@@ -184,6 +191,28 @@ pub async fn inject(
             proxies[k].set_reply_latency(Duration::ZERO);
             format!("{} ({carried} connection)", worker(k))
         }
+        Fault::PartitionServer => match zk.leader().await {
+            // The leader cut off from both followers (clients still reach it): it steps down,
+            // the two others elect a new leader, its clients must move there; then it rejoins.
+            Ok(k) => {
+                zk.partition(k)?;
+                tokio::time::sleep(SERVER_PARTITION).await;
+                let during = zk.leader().await.ok().filter(|&j| j != k);
+                zk.heal_partition()?;
+                zk.wait_for_leader().await?;
+                // Give the old leader time to rejoin before the next fault (not an error if not).
+                let until = Instant::now() + Duration::from_secs(30);
+                while zk.mode(k).await.is_none() && Instant::now() < until {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let during = during.map_or("none".into(), |j| format!("server {j}"));
+                format!(
+                    "server {k} (leader) isolated {} s; leader meanwhile: {during}",
+                    SERVER_PARTITION.as_secs()
+                )
+            }
+            Err(_) => "no leader".into(),
+        },
         Fault::PauseWorkerProcess | Fault::KillWorkerProcess => {
             let holder = holder_now(state).await;
             let p = holder

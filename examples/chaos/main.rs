@@ -331,7 +331,10 @@ fn main() {
     );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     let outcome = rt.block_on(async {
-        let mut zk = ZkCluster::ensemble(3).await?;
+        let mut zk = ZkCluster::start(
+            zk_testcluster::ClusterConfig { nodes: 3, ..Default::default() }.partitionable(true),
+        )
+        .await?;
         let proxies: Vec<FaultProxy> =
             (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
         let epoch = Epoch(resource::mono_ns());

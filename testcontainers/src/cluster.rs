@@ -46,6 +46,12 @@ pub struct ClusterConfig {
     pub jvm_properties: Vec<(String, String)>,
     /// A TLS secure client port beside the plaintext one (local backend only).
     pub tls: TlsMode,
+    /// Route the traffic between servers through fault proxies, so that
+    /// [`ZkCluster::partition`] can cut one server off from the others. Off by default: every
+    /// message between servers then crosses a proxy, which adds latency. Local backend only: the
+    /// Docker backend returns [`HarnessError::Unsupported`] when asked for it; a standalone
+    /// server has no peers, so the setting does nothing there.
+    pub partitionable: bool,
 }
 
 /// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
@@ -79,8 +85,37 @@ impl Default for ClusterConfig {
             extra: Vec::new(),
             jvm_properties: Vec::new(),
             tls: TlsMode::Off,
+            partitionable: false,
         }
     }
+}
+
+impl ClusterConfig {
+    /// Sets [`ClusterConfig::partitionable`].
+    #[must_use]
+    pub fn partitionable(mut self, on: bool) -> Self {
+        self.partitionable = on;
+        self
+    }
+}
+
+/// The proxy carrying what server `from` sends to server `to` (its quorum and election
+/// connections), for a [`ClusterConfig::partitionable`] cluster.
+///
+/// Server `from`'s `zoo.cfg` lists `to` at this proxy's two addresses, so every connection that
+/// `from` opens to `to` crosses it: a follower's connection to its leader (the quorum port) and
+/// the election connections. One case needs more: ZooKeeper 3.8 keeps only the election
+/// connection opened by the higher `sid`; when the lower one connects, the higher closes that
+/// connection and connects back to the address the lower one *announced* in its first message
+/// (its real port), not to the address in its own `zoo.cfg` (`QuorumCnxManager.handleConnection`
+/// and `startConnection`). That connection back would bypass every proxy and keep the election
+/// talking across a partition, so the election listener of this proxy rewrites the announced
+/// address to the proxy from `to` back to `from` (see `proxy::Announce`). With that, every
+/// TCP connection between two servers crosses exactly one pair proxy.
+struct Link {
+    from: usize,
+    to: usize,
+    proxy: FaultProxy,
 }
 
 struct Node {
@@ -122,6 +157,8 @@ pub struct ZkCluster {
     dir: Option<tempfile::TempDir>,
     nodes: Vec<Node>,
     tls: Option<TlsFiles>,
+    /// One proxy per ordered pair of servers, for a [`ClusterConfig::partitionable`] ensemble.
+    links: Vec<Link>,
     #[cfg(feature = "docker")]
     docker: Option<crate::docker::DockerNode>,
 }
@@ -199,6 +236,9 @@ impl ZkCluster {
         if config.tls != TlsMode::Off {
             return Err(HarnessError::Unsupported("TLS", "docker"));
         }
+        if config.partitionable && config.nodes > 1 {
+            return Err(HarnessError::Unsupported("partitionable", "docker"));
+        }
         let node = crate::docker::start(&config).await?;
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -212,8 +252,15 @@ impl ZkCluster {
             dir: dir.path().join("node1"),
             child: None,
         }];
-        let mut cluster =
-            ZkCluster { config, install: None, dir: Some(dir), nodes, tls: None, docker: Some(node) };
+        let mut cluster = ZkCluster {
+            config,
+            install: None,
+            dir: Some(dir),
+            nodes,
+            tls: None,
+            links: Vec::new(),
+            docker: Some(node),
+        };
         cluster.wait_ready(0).await?;
         Ok(cluster)
     }
@@ -240,12 +287,14 @@ impl ZkCluster {
             TlsMode::Off => None,
             TlsMode::ServerAuth | TlsMode::Mutual => Some(TlsFiles::generate(&dir.path().join("tls"))?),
         };
+        let links = if config.partitionable && n > 1 { links(&nodes)? } else { Vec::new() };
         let cluster = ZkCluster {
             config,
             install: Some(install),
             dir: Some(dir),
             nodes,
             tls,
+            links,
             #[cfg(feature = "docker")]
             docker: None,
         };
@@ -301,8 +350,13 @@ impl ZkCluster {
             let _ = writeln!(cfg, "standaloneEnabled=false");
             let _ = writeln!(cfg, "reconfigEnabled=false");
             for (j, peer) in self.nodes.iter().enumerate() {
-                let _ =
-                    writeln!(cfg, "server.{}=127.0.0.1:{}:{}", j + 1, peer.quorum_port, peer.election_port);
+                // A server binds its own line's ports; with links, it reaches each peer through
+                // the proxy of that ordered pair.
+                let (quorum, election) = match self.link(i, j) {
+                    Some(link) => (link.proxy.addrs()[0].port(), link.proxy.addrs()[1].port()),
+                    None => (peer.quorum_port, peer.election_port),
+                };
+                let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
             }
         }
         for (k, v) in &c.extra {
@@ -364,6 +418,10 @@ impl ZkCluster {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+
+    fn link(&self, from: usize, to: usize) -> Option<&Link> {
+        self.links.iter().find(|l| l.from == from && l.to == to)
     }
 
     fn is_running(&self, i: usize) -> bool {
@@ -534,6 +592,48 @@ impl ZkCluster {
         local::signal(self.pid_of(i)?, libc::SIGCONT)
     }
 
+    /// Cuts node `k` off from every other server, as a network partition between servers would:
+    /// every pair proxy to and from `k` stops forwarding (bytes are held, not refused) and its
+    /// open connections are closed, so the quorum and election connections between `k` and the
+    /// others die and new ones stall until [`ZkCluster::heal_partition`]. Clients still reach
+    /// `k`'s client port: a leader cut off from its quorum steps down (within `syncLimit` ticks)
+    /// and its clients must move to a server of the majority, which elects a new leader.
+    ///
+    /// # Errors
+    /// [`HarnessError::NotPartitionable`] for a cluster started without
+    /// [`ClusterConfig::partitionable`] (or a standalone one), [`HarnessError::NoSuchNode`].
+    pub fn partition(&self, k: usize) -> Result<(), HarnessError> {
+        if self.links.is_empty() {
+            return Err(HarnessError::NotPartitionable);
+        }
+        self.node(k)?;
+        let cut_off = self.links.iter().filter(|l| l.from == k || l.to == k).collect::<Vec<_>>();
+        // Blackhole first, so that connections opened after the cut stall instead of passing.
+        for link in &cut_off {
+            link.proxy.blackhole();
+        }
+        for link in &cut_off {
+            link.proxy.cut();
+        }
+        tracing::debug!(node = k, proxies = cut_off.len(), "partitioned");
+        Ok(())
+    }
+
+    /// Ends every [`ZkCluster::partition`]: the pair proxies forward again (what they held
+    /// flows), and the servers reconnect on their own.
+    ///
+    /// # Errors
+    /// [`HarnessError::NotPartitionable`] as for [`ZkCluster::partition`].
+    pub fn heal_partition(&self) -> Result<(), HarnessError> {
+        if self.links.is_empty() {
+            return Err(HarnessError::NotPartitionable);
+        }
+        for link in &self.links {
+            link.proxy.heal();
+        }
+        Ok(())
+    }
+
     /// Node `i`'s role from `srvr`, or `None` while it is not serving.
     pub async fn mode(&self, i: usize) -> Option<Mode> {
         let addr = self.nodes.get(i)?.client_addr();
@@ -586,6 +686,46 @@ impl ZkCluster {
         let text = fourlw::ask(addr, "mntr").await.map_err(HarnessError::io(format!("mntr on node {i}")))?;
         Ok(Mntr(fourlw::parse_mntr(&text)))
     }
+}
+
+/// How long a pair proxy waits for a peer's port to open before it closes a connection it
+/// accepted (see `proxy::connect_upstream`): about what ZooKeeper's learner would spend retrying a
+/// refused connect to a leader that has just been elected.
+const PAIR_PATIENCE: Duration = Duration::from_secs(3);
+
+/// One proxy per ordered pair of servers, each forwarding to the destination's real quorum and
+/// election ports; see [`Link`].
+fn links(nodes: &[Node]) -> Result<Vec<Link>, HarnessError> {
+    let n = nodes.len();
+    let loopback = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    // Bind every listener first: the election proxy `i -> j` must know the address of `j -> i`.
+    let mut bound = BTreeMap::new();
+    for from in 0..n {
+        for to in (0..n).filter(|&to| to != from) {
+            bound.insert((from, to), (crate::proxy::bind_loopback()?, crate::proxy::bind_loopback()?));
+        }
+    }
+    let mut election_addr = BTreeMap::new();
+    for (&pair, (_, election)) in &bound {
+        election_addr
+            .insert(pair, election.local_addr().map_err(HarnessError::io("reading the proxy address"))?);
+    }
+    let mut links = Vec::with_capacity(bound.len());
+    for ((from, to), (quorum, election)) in bound {
+        let announce = crate::proxy::Announce {
+            from: loopback(nodes[from].election_port).to_string(),
+            to: election_addr[&(to, from)].to_string(),
+        };
+        let proxy = FaultProxy::start_bound(
+            vec![
+                (quorum, loopback(nodes[to].quorum_port), None),
+                (election, loopback(nodes[to].election_port), Some(std::sync::Arc::new(announce))),
+            ],
+            PAIR_PATIENCE,
+        )?;
+        links.push(Link { from, to, proxy });
+    }
+    Ok(links)
 }
 
 /// A server's `mntr` counters, keyed as ZooKeeper names them (`zk_packets_received`, ...).

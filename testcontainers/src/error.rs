@@ -33,6 +33,11 @@ pub enum HarnessError {
     #[error("{0} is not supported by the {1} backend")]
     Unsupported(&'static str, &'static str),
 
+    /// [`crate::ZkCluster::partition`] on a cluster started without
+    /// [`crate::ClusterConfig::partitionable`], or a standalone one.
+    #[error("the cluster was not started partitionable (ClusterConfig::partitionable)")]
+    NotPartitionable,
+
     /// No node answered `srvr` with `Mode: leader` or `Mode: standalone`.
     #[error("no node reports itself as leader")]
     NoLeader,

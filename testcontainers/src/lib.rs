@@ -6,6 +6,8 @@
 //! * Per-node control: [`ZkCluster::stop`], [`ZkCluster::kill`], [`ZkCluster::restart`],
 //!   [`ZkCluster::freeze`], [`ZkCluster::thaw`], [`ZkCluster::leader`], [`ZkCluster::mntr`].
 //! * [`FaultProxy`]: cut, reset, blackhole and latency between one client and the cluster.
+//! * Partitions between servers ([`ClusterConfig::partitionable`]): [`ZkCluster::partition`]
+//!   cuts one server off from the others, [`ZkCluster::heal_partition`] ends it.
 //! * TLS ([`ClusterConfig::tls`]): a `secureClientPort` per server with a throwaway CA, server
 //!   and client certificates made by `openssl` ([`TlsFiles`]); one-way or mutual.
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].

@@ -66,23 +66,41 @@ impl std::fmt::Debug for FaultProxy {
 impl FaultProxy {
     /// Starts a proxy with one listener for each upstream address.
     pub(crate) fn start(upstreams: &[SocketAddr]) -> Result<FaultProxy, HarnessError> {
+        let listeners = upstreams
+            .iter()
+            .map(|&upstream| Ok((bind_loopback()?, upstream, None)))
+            .collect::<Result<Vec<_>, HarnessError>>()?;
+        FaultProxy::start_bound(listeners, Duration::ZERO)
+    }
+
+    /// Starts a proxy on listeners already bound (see [`bind_loopback`]), each forwarding to its
+    /// upstream and, for a ZooKeeper election port, rewriting the announced address (see
+    /// [`Announce`]). A connection accepted while its upstream refuses is closed at once, unless
+    /// the upstream accepts within `patience` (see [`connect_upstream`]).
+    pub(crate) fn start_bound(
+        listeners: Vec<(TcpListener, SocketAddr, Option<Arc<Announce>>)>,
+        patience: Duration,
+    ) -> Result<FaultProxy, HarnessError> {
         let shared = Arc::new(Shared {
             faults: Mutex::new(Faults::default()),
             healed: Condvar::new(),
             closing: AtomicBool::new(false),
         });
-        let mut addrs = Vec::with_capacity(upstreams.len());
-        for &upstream in upstreams {
-            let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .map_err(HarnessError::io("binding a proxy listener"))?;
+        let mut addrs = Vec::with_capacity(listeners.len());
+        for (listener, upstream, announce) in listeners {
             addrs.push(listener.local_addr().map_err(HarnessError::io("reading the proxy address"))?);
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("zk-proxy-accept".into())
-                .spawn(move || accept_loop(listener, upstream, shared))
+                .spawn(move || accept_loop(listener, upstream, announce, patience, shared))
                 .map_err(HarnessError::io("spawning a proxy thread"))?;
         }
         Ok(FaultProxy { shared, addrs })
+    }
+
+    /// The proxy's listening addresses, in the order of its upstreams.
+    pub(crate) fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
     }
 
     /// The connect string through this proxy, e.g. `127.0.0.1:40001,127.0.0.1:40002`.
@@ -189,13 +207,113 @@ fn abort(stream: &TcpStream) {
     }
 }
 
-fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
+/// A listener on a free loopback port.
+pub(crate) fn bind_loopback() -> Result<TcpListener, HarnessError> {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(HarnessError::io("binding a proxy listener"))
+}
+
+/// Rewrites the election address a ZooKeeper server announces when it opens an election
+/// connection, so that the peer's connection back goes through a proxy too.
+///
+/// ZooKeeper 3.8's `QuorumCnxManager.startConnection` opens every election connection with an
+/// initial message: protocol version (a negative `i64`), the sender's `sid` (`i64`), then the
+/// sender's own election address as `host:port` (an `i32` length and the bytes). When the
+/// receiver has the higher `sid`, `handleConnection` closes that connection and connects back
+/// to the address announced, not to the address in its own `zoo.cfg`. Behind a proxy the
+/// announced address is the sender's real port, so the connection back would bypass the proxy
+/// and survive a partition. The proxy from server `i` to server `j` therefore replaces `i`'s real
+/// address (`from`) with the address of the proxy from `j` to `i` (`to`). Anything else (an old
+/// protocol with no address, another address) passes unchanged.
+#[derive(Debug)]
+pub(crate) struct Announce {
+    pub(crate) from: String,
+    pub(crate) to: String,
+}
+
+/// The longest announced address we look at; a longer length field is not a header we know.
+const MAX_ANNOUNCED: usize = 1024;
+
+/// Feeds the first bytes of an election connection through [`Announce`].
+struct AnnounceRewriter {
+    rule: Arc<Announce>,
+    pending: Vec<u8>,
+    done: bool,
+}
+
+impl AnnounceRewriter {
+    /// The bytes to forward now for `chunk`: nothing while the header is incomplete, then the
+    /// (rewritten) header and everything after it.
+    fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.done {
+            return chunk.to_vec();
+        }
+        self.pending.extend_from_slice(chunk);
+        let p = &self.pending;
+        let field = |at: usize, len: usize| p.get(at..at + len);
+        let Some(version) = field(0, 8) else { return Vec::new() };
+        if i64::from_be_bytes(version.try_into().unwrap_or([0; 8])) >= 0 {
+            return self.pass();
+        }
+        let Some(len) = field(16, 4) else { return Vec::new() };
+        let len = i32::from_be_bytes(len.try_into().unwrap_or([0; 4]));
+        let Some(len) = usize::try_from(len).ok().filter(|&l| l <= MAX_ANNOUNCED) else {
+            return self.pass();
+        };
+        let Some(addr) = field(20, len) else { return Vec::new() };
+        if addr != self.rule.from.as_bytes() {
+            return self.pass();
+        }
+        let to = self.rule.to.as_bytes();
+        let mut out = Vec::with_capacity(self.pending.len() + to.len());
+        out.extend_from_slice(&self.pending[..16]);
+        out.extend_from_slice(&(to.len() as i32).to_be_bytes());
+        out.extend_from_slice(to);
+        out.extend_from_slice(&self.pending[20 + len..]);
+        self.done = true;
+        self.pending = Vec::new();
+        out
+    }
+
+    fn pass(&mut self) -> Vec<u8> {
+        self.done = true;
+        std::mem::take(&mut self.pending)
+    }
+}
+
+/// Connects to `upstream`, retrying for up to `patience` while it refuses.
+///
+/// The proxy has accepted the connection before it knows whether the upstream listens, so a
+/// refusal reaches the peer as a connection that closes at once, not as a refused connect. For a
+/// client that is the node being down. For a follower connecting to a new leader's quorum port
+/// it is not: ZooKeeper's `Learner.connectToLeader` retries a refused connect (the leader opens
+/// its port a moment after the election), but takes a connection closed after it was accepted
+/// for the leader failing and starts a new election round, which can leave the servers in
+/// different rounds for `initLimit` ticks. The pair proxies between servers therefore wait a
+/// little for the port to open, as that retry would.
+fn connect_upstream(upstream: SocketAddr, patience: Duration) -> Option<TcpStream> {
+    let until = Instant::now() + patience;
+    loop {
+        match TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) {
+            Ok(server) => return Some(server),
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => return None,
+        }
+    }
+}
+
+fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    announce: Option<Arc<Announce>>,
+    patience: Duration,
+    shared: Arc<Shared>,
+) {
     for conn in listener.incoming() {
         if shared.closing.load(Ordering::SeqCst) {
             return;
         }
         let Ok(client) = conn else { continue };
-        let Ok(server) = TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) else {
+        let Some(server) = connect_upstream(upstream, patience) else {
             // The node is down: refuse as the node itself would.
             let _ = client.shutdown(Shutdown::Both);
             continue;
@@ -216,9 +334,14 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
         };
         for (from, to, to_client) in [(client, server, false), (s2, c2, true)] {
             let shared = shared.clone();
+            let rewriter = announce.clone().filter(|_| !to_client).map(|rule| AnnounceRewriter {
+                rule,
+                pending: Vec::new(),
+                done: false,
+            });
             let spawned = std::thread::Builder::new()
                 .name("zk-proxy-pipe".into())
-                .spawn(move || pipe(from, to, to_client, id, shared));
+                .spawn(move || pipe(from, to, to_client, rewriter, id, shared));
             if spawned.is_err() {
                 break;
             }
@@ -232,7 +355,14 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>)
 /// `latency` later by a writer thread, in order. Chunks in flight do not wait for each other, so
 /// pipelined requests keep their pipelining (a sleep per chunk in the reading thread would
 /// serialize them and add the latency once per chunk).
-fn pipe(mut from: TcpStream, to: TcpStream, to_client: bool, id: u64, shared: Arc<Shared>) {
+fn pipe(
+    mut from: TcpStream,
+    to: TcpStream,
+    to_client: bool,
+    mut rewriter: Option<AnnounceRewriter>,
+    id: u64,
+    shared: Arc<Shared>,
+) {
     let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
     let writer = {
         let shared = shared.clone();
@@ -256,10 +386,21 @@ fn pipe(mut from: TcpStream, to: TcpStream, to_client: bool, id: u64, shared: Ar
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
+        let chunk = match rewriter.as_mut() {
+            Some(rewriter) => rewriter.feed(&buf[..n]),
+            None => buf[..n].to_vec(),
+        };
+        if chunk.is_empty() {
+            continue;
+        }
         let latency = shared.pass(to_client);
-        if tx.send((Instant::now() + latency, buf[..n].to_vec())).is_err() {
+        if tx.send((Instant::now() + latency, chunk)).is_err() {
             break;
         }
+    }
+    // An incomplete header still goes out as it came.
+    if let Some(rest) = rewriter.filter(|r| !r.done && !r.pending.is_empty()).map(|r| r.pending) {
+        let _ = tx.send((Instant::now() + shared.pass(to_client), rest));
     }
     // Dropping `tx` lets the writer deliver what is in flight, then close both sides.
 }
@@ -306,6 +447,44 @@ mod tests {
             let _ = std::io::copy(&mut conn, &mut back);
         });
         addr
+    }
+
+    /// An election connection's first message as ZooKeeper 3.8 writes it, then `rest`.
+    fn initial_message(addr: &str, rest: &[u8]) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&(-65536i64).to_be_bytes());
+        m.extend_from_slice(&2i64.to_be_bytes());
+        m.extend_from_slice(&(addr.len() as i32).to_be_bytes());
+        m.extend_from_slice(addr.as_bytes());
+        m.extend_from_slice(rest);
+        m
+    }
+
+    fn rewriter() -> AnnounceRewriter {
+        let rule = Arc::new(Announce { from: "127.0.0.1:5000".into(), to: "127.0.0.1:61234".into() });
+        AnnounceRewriter { rule, pending: Vec::new(), done: false }
+    }
+
+    #[test]
+    fn the_announced_election_address_is_rewritten_whatever_the_chunking() {
+        let sent = initial_message("127.0.0.1:5000", b"notification");
+        let want = initial_message("127.0.0.1:61234", b"notification");
+        let mut whole = rewriter();
+        assert_eq!(whole.feed(&sent), want);
+        let mut bytewise = rewriter();
+        let got: Vec<u8> = sent.iter().flat_map(|b| bytewise.feed(&[*b])).collect();
+        assert_eq!(got, want);
+        // Only the first message is touched.
+        assert_eq!(bytewise.feed(&sent), sent);
+    }
+
+    #[test]
+    fn other_first_messages_pass_unchanged() {
+        let other = initial_message("127.0.0.1:5001", b"x");
+        assert_eq!(rewriter().feed(&other), other);
+        // The old protocol: a non-negative sid and no address.
+        let old = [2i64.to_be_bytes().as_slice(), b"x"].concat();
+        assert_eq!(rewriter().feed(&old), old);
     }
 
     #[test]
