@@ -86,7 +86,9 @@ impl LockOptions {
     /// status turns [`crate::LockStatus::Lost`] and [`crate::LockGuard::lost`] resolves. The
     /// watch costs one request per acquisition, sent right after the create and never waited
     /// for, and one event when our own delete fires it: 3 packets on top of the 6 of an
-    /// uncontended acquire and release.
+    /// uncontended acquire and release. On fresh paths (a lock per order id: the session's
+    /// recent acquires found the parent missing), the join's listing carries a child watch
+    /// that stands in for it until someone else joins: then it costs only the event.
     ///
     /// **What `false` gives up:** a holder whose node is deleted by someone else is not told.
     /// It stays [`crate::LockStatus::Held`] (until the session ends) while another contender

@@ -58,17 +58,17 @@ async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
 }
 
 /// One lock per order id: every acquisition on a path whose parent does not exist yet. Once the
-/// session has seen that its joins meet missing parents, a cycle costs what LockClient's does,
-/// 10 packets: the create that finds the parent missing, the parent's create, ours, the listing
-/// and the delete. (Sending the listing with the first create, as joins on existing paths do,
-/// wastes a listing that fails with the create: 12.) The watch on our own node, on by default so
-/// that a holder learns of its node's deletion, adds its request and reply (sent behind the
-/// create, never waited for) and the event our delete fires: 13. Without it, 10.
+/// session has seen that its joins meet missing parents, the parent's create, ours and the
+/// listing go back to back (one round trip), and a cycle costs 8 packets: those three requests,
+/// the delete, and their replies. LockClient's costs 10: its create that finds the parent
+/// missing comes first, alone. The watch on our own node, on by default so that a holder learns
+/// of its node's deletion, is carried by the listing there (a child watch on the fresh parent,
+/// no request of its own): it adds only the event our delete fires, 9.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fresh_lock_paths_cost_ten_packets_per_cycle_and_three_for_the_own_node_watch() {
+async fn fresh_lock_paths_cost_eight_packets_per_cycle_and_one_for_the_own_node_watch() {
     const CYCLES: i64 = 20;
     let zk = standalone().await;
-    for (watch, per_cycle) in [(false, 10), (true, 13)] {
+    for (watch, per_cycle) in [(false, 8), (true, 9)] {
         let s = session(&zk.connect_string()).await;
         let options = LockOptions::new().watch_own_node(watch);
         let mut order = 0;

@@ -28,26 +28,30 @@ fn snapshotter() -> &'static Snapshotter {
     })
 }
 
-/// `zk_recipes_holds_lost_total{recipe, role, cause}`.
+/// `zk_recipes_holds_lost_total{recipe, role, cause}` so far. A snapshot of the debugging
+/// recorder resets every counter it reads, and this binary's tests take theirs concurrently: so
+/// every snapshot is added to one running total, and each test reads its own labels from it.
 fn losses(recipe: &str, role: &str, cause: &str) -> u64 {
-    let want = [("cause", cause), ("recipe", recipe), ("role", role)];
-    snapshotter()
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, _, _, _)| {
-            let key = key.key();
-            let mut labels: Vec<(String, String)> =
-                key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
-            labels.sort();
-            key.name() == "zk_recipes_holds_lost_total"
-                && labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).eq(want.iter().copied())
-        })
-        .map(|(_, _, _, value)| match value {
-            DebugValue::Counter(n) => n,
+    type Labels = Vec<(String, String)>;
+    static TOTALS: OnceLock<std::sync::Mutex<std::collections::HashMap<Labels, u64>>> = OnceLock::new();
+    let mut totals = TOTALS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    for (key, _, _, value) in snapshotter().snapshot().into_vec() {
+        let key = key.key();
+        if key.name() != "zk_recipes_holds_lost_total" {
+            continue;
+        }
+        let mut labels: Labels = key.labels().map(|l| (l.key().to_string(), l.value().to_string())).collect();
+        labels.sort();
+        match value {
+            DebugValue::Counter(n) => *totals.entry(labels).or_default() += n,
             other => panic!("not a counter: {other:?}"),
-        })
-        .sum()
+        }
+    }
+    let want: Labels = [("cause", cause), ("recipe", recipe), ("role", role)]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    totals.get(&want).copied().unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -66,7 +66,7 @@ const REAPER_INTERVAL_MS: u64 = 500;
 /// server's own work.
 pub const NETWORK_ONE_WAY: std::time::Duration = std::time::Duration::from_micros(500);
 /// The contenders of the network scenarios' contended runs.
-pub const NETWORK_NS: [usize; 2] = [2, 8];
+pub const NETWORK_NS: [usize; 3] = [2, 8, 32];
 const REAPER_MAX_PER_MINUTE: u64 = 600_000;
 
 /// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's

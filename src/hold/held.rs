@@ -265,7 +265,10 @@ async fn watch_own(hold: Weak<Hold>, mut own: PendingEvent, mut stop: oneshot::R
             OwnEvent::Deleted => return monitor.lose(node, "node_deleted"),
             // The session ended: the session's task tells the hold.
             OwnEvent::Session(_) => return,
-            // The data changed: a revocation request, or something else. Re-arm and look.
+            // Our own delete may fire a child watch standing in for the data watch.
+            OwnEvent::Changed if released => return,
+            // The data changed (a revocation request, or something else), or the child watch
+            // that stood in for the data watch fired: re-arm and look.
             OwnEvent::Changed => {
                 let client = node.conn.client.clone();
                 match on_connection_loss(|| client.get_and_watch_data(&node.path)).await {

@@ -75,6 +75,28 @@ pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent,
     (event, check)
 }
 
+/// The watch on our node carried by the join's listing on a fresh path: a child watch on the
+/// root, set by the listing that came after our create. Until it fires, our node exists (its
+/// deletion would be a change of the root's children); when it fires, for our deletion or any
+/// other change of the children (a contender joining), it resolves as [`OwnEvent::Changed`],
+/// which makes the owner read the node again and watch its data from then on. On an
+/// uncontended path it saves the data watch's request and reply: its one event is the one our
+/// own delete fires. `state` was taken before the listing was sent.
+pub(crate) fn own_watch_from_listing(
+    watcher: zookeeper_client::OneshotWatcher,
+    state: zookeeper_client::StateWatcher,
+) -> (PendingEvent, OwnCheck) {
+    let event: PendingEvent = Box::pin(async move {
+        let event = watcher.changed().await;
+        match event.event_type {
+            zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
+            // Which child changed is not told: read our node again.
+            _ => OwnEvent::Changed,
+        }
+    });
+    (event, OwnCheck::answered(state))
+}
+
 /// What tells a waiter, without a request, that the watch on its own node still speaks for the
 /// node: the watch was set (its reply came, and was not an error), and the client's connection
 /// has not changed since the request went out.

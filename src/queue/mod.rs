@@ -7,9 +7,9 @@
 //! Costs, per acquisition:
 //! * the create and the first listing are pipelined (sent back to back; ZooKeeper answers a
 //!   session's requests in order, so the listing includes our node): one round trip;
-//! * when the session's recent joins found their parent missing (see [`ParentHint`]), the create
-//!   goes alone, and after a missing parent the parent's create, ours and the listing go back to
-//!   back;
+//! * when the session's recent joins found their parent missing (see [`ParentHint`]), and after
+//!   a missing parent, the parent's create, ours and the listing go back to back: a fresh lock
+//!   path (one per order id) costs one round trip and no failed create;
 //! * every node of ours carries a data watch (unless a lock turns it off), sent as soon as the
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
 //!   revocation request;
@@ -28,6 +28,8 @@ mod rule;
 mod stats;
 
 use std::sync::Arc;
+
+use futures_util::future::Either;
 
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, EventType, SessionState};
 
@@ -69,6 +71,10 @@ pub(crate) struct Queue {
     /// without a clean release waits this long before it enters, and our own deletes say they
     /// are clean (see `Conn::send_delete`).
     lock_delay: Option<std::time::Duration>,
+    /// Whether our own-node watch must be a data watch from the start (revocable locks: a
+    /// revocation request changes only the node's data). See [`Queue::join`] for when it
+    /// need not be.
+    data_watch_only: bool,
     /// The root as it was when it was last found to carry [`Queue::root_data`]: its `czxid` and
     /// `mzxid`. A listing that shows the same two needs no read: the root is the same node, and
     /// its data has not changed since.
@@ -112,6 +118,7 @@ impl Queue {
             root_data: None,
             watch_own: true,
             lock_delay: None,
+            data_watch_only: false,
             verified: Arc::default(),
         }
     }
@@ -139,6 +146,13 @@ impl Queue {
     /// Whether our nodes carry a data watch (see the field's docs).
     pub fn watching_own_nodes(mut self, watch: bool) -> Queue {
         self.watch_own = watch;
+        self
+    }
+
+    /// Whether holds must hear of changes to their node's data (revocation requests): then
+    /// the own-node watch is always a data watch.
+    pub fn hearing_revocations(mut self, revocable: bool) -> Queue {
+        self.data_watch_only = revocable;
         self
     }
 
@@ -334,10 +348,16 @@ impl Queue {
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
         let hint = &self.session.shared().parent_hint;
         let mut parent_races = 0;
-        // See `ParentHint`: alone when the parent is probably missing, else with the listing.
-        let mut alone = hint.expect_missing();
-        // After a missing parent: the parent's create goes out just before ours.
-        let mut parent_first = false;
+        // See `ParentHint`. When the parent is probably missing, its create goes out just before
+        // ours (and the listing after it): a fresh path costs one round trip and no failed
+        // create. A root that must carry data is made by `make_parents` instead, so there our
+        // create goes alone first.
+        let expect_missing = hint.expect_missing();
+        let mut alone = expect_missing && self.root_data.is_some();
+        // The parent's create goes out just before ours: on the hint, or after a missing parent.
+        let mut parent_first = expect_missing && self.root_data.is_none();
+        // Whether this round's parent create came from the hint (its answer teaches the hint).
+        let mut guessed = parent_first;
         loop {
             let parent = parent_first.then(|| client.create(self.root.as_str(), &[], &self.parent_options()));
             self.counters.bump(Count::Create);
@@ -347,28 +367,52 @@ impl Queue {
             // the root must carry data (the same packets; see `verify_root`).
             // (The request goes out when the client's method is called, not when its future is
             // first polled: each is called here, outside the `async` block that maps its answer.)
-            let listing = (!alone).then(|| match self.root_data {
-                None => {
+            //
+            // On a guessed fresh path, the listing carries a child watch that stands in for the
+            // data watch on our node (see `own_watch_from_listing`), unless a data watch is
+            // needed from the start (revocable locks, the lock delay's release marks).
+            let child_watch = guessed && self.watch_own && !self.data_watch_only && self.lock_delay.is_none();
+            let state = child_watch.then(|| client.state_watcher());
+            let listing = (!alone).then(|| match (&self.root_data, child_watch) {
+                (None, false) => {
                     let sent = client.list_children(self.root.as_str());
-                    futures_util::future::Either::Left(
-                        async move { sent.await.map(|children| (children, None)) },
-                    )
+                    Either::Left(Either::Left(
+                        async move { sent.await.map(|children| (children, None, None)) },
+                    ))
                 }
-                Some(_) => {
+                (None, true) => {
+                    let sent = client.list_and_watch_children(self.root.as_str());
+                    Either::Left(Either::Right(async move {
+                        sent.await.map(|(children, watcher)| (children, None, Some(watcher)))
+                    }))
+                }
+                (Some(_), _) => {
                     let sent = client.get_children(self.root.as_str());
-                    futures_util::future::Either::Right(async move {
+                    Either::Right(async move {
                         let (children, stat) = sent.await?;
-                        Ok((children, Some((stat.czxid, stat.mzxid))))
+                        Ok((children, Some((stat.czxid, stat.mzxid)), None))
                     })
                 }
             });
             let mut grandparent_missing = false;
             if let Some(parent) = parent {
-                match parent.await {
+                let made = parent.await;
+                let was_guessed = std::mem::take(&mut guessed);
+                if was_guessed {
+                    match &made {
+                        Ok(_) => hint.note(true),
+                        Err(ZkError::NodeExists) => hint.note(false),
+                        Err(_) => {}
+                    }
+                }
+                match made {
                     Ok(_) | Err(ZkError::NodeExists) => {}
                     Err(ZkError::NoNode) => grandparent_missing = true,
                     // Ours fails with it; its own error (or a retry) follows.
                     Err(e) if crate::error::is_connection_loss(&e) => {}
+                    // A guess may be wrong in any way (the parent exists, but we may not create
+                    // beside it: NoAuth): ours, sent anyway, decides.
+                    Err(_) if was_guessed => {}
                     Err(e) => return Err(Error::from_zk("create parents", self.root.as_str(), e)),
                 }
             }
@@ -396,21 +440,36 @@ impl Queue {
                     entry.data = data.to_vec();
                     entry.mark = entry::CleanMark::new(self.lock_delay.is_some());
                     pending.disarm();
-                    if self.watch_own {
+                    if self.watch_own && !child_watch {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
                         let (event, check) = entry::watch_own_node(client, &entry.path);
                         (entry.own.event, entry.own.check) = (Some(event), Some(check));
                         entry.own.follow = true;
                     }
-                    let (children, root) = match listing {
-                        Some(listing) => match listing.await {
-                            Ok(listed) => {
-                                self.counters.bump(Count::Listing);
-                                listed
+                    let listed = match listing {
+                        Some(listing) => listing.await.ok(),
+                        None => None,
+                    };
+                    let (children, root) = match listed {
+                        Some((children, root, watcher)) => {
+                            self.counters.bump(Count::Listing);
+                            if let (Some(watcher), Some(state)) = (watcher, state) {
+                                let (event, check) = entry::own_watch_from_listing(watcher, state);
+                                (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                                entry.own.follow = true;
                             }
-                            Err(_) => (self.list_on(conn).await?, None),
-                        },
-                        None => (self.list_on(conn).await?, None),
+                            (children, root)
+                        }
+                        None => {
+                            if child_watch {
+                                // The listing (and its watch) failed: the data watch, then a
+                                // listing after it, as on any path.
+                                let (event, check) = entry::watch_own_node(client, &entry.path);
+                                (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                                entry.own.follow = true;
+                            }
+                            (self.list_on(conn).await?, None)
+                        }
                     };
                     return Ok(Joined { entry, children, root });
                 }

@@ -2,10 +2,11 @@
 //!
 //! A join sends its create and the listing back to back (one round trip). When the parent is
 //! missing (a fresh lock path per order id, or a CONTAINER parent reaped while unused), both
-//! fail, and the listing was wasted work for the server. A session whose recent joins mostly met
-//! a missing parent sends the create alone first, and pipelines the parent's create with the
-//! retry instead: the same number of round trips for a fresh path, two requests fewer. Either
-//! guess is safe; a wrong one costs a round trip or a wasted listing, nothing else.
+//! fail, and a second round trip follows. A session whose recent joins mostly met a missing
+//! parent sends the parent's create first, then ours and the listing, back to back: one round
+//! trip for a fresh path, and no failed create. Either guess is safe; a wrong one costs a
+//! failed create of the parent (the parent existed) or a round trip (it was missing), nothing
+//! else.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -19,12 +20,12 @@ const MAX: u32 = 8;
 const EXPECT_MISSING: u32 = MAX / 2;
 
 impl ParentHint {
-    /// Whether a join should send its create alone (the parent is probably missing).
+    /// Whether a join should create the parent first (it is probably missing).
     pub fn expect_missing(&self) -> bool {
         self.0.load(Ordering::Relaxed) >= EXPECT_MISSING
     }
 
-    /// A join's first create found the parent `missing` or not.
+    /// A join's first create (ours, or the parent's on a guess) found the parent `missing` or not.
     pub fn note(&self, missing: bool) {
         let _ = self.0.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |score| {
             Some(if missing { (score + 1).min(MAX) } else { score.saturating_sub(1) })
