@@ -29,9 +29,10 @@ pub enum Fault {
     PauseWorkerProcess,
     KillWorkerProcess,
     PartitionServer,
+    SlowServer,
 }
 
-pub const FAULTS: [Fault; 11] = [
+pub const FAULTS: [Fault; 12] = [
     Fault::KillZkLeader,
     Fault::FreezeZkFollower,
     Fault::RollingRestart,
@@ -43,6 +44,7 @@ pub const FAULTS: [Fault; 11] = [
     Fault::PauseWorkerProcess,
     Fault::KillWorkerProcess,
     Fault::PartitionServer,
+    Fault::SlowServer,
 ];
 
 /// How long [`Fault::PartitionServer`] cuts the leader off from the other servers: twice the
@@ -213,6 +215,20 @@ pub async fn inject(
             }
             Err(_) => "no leader".into(),
         },
+        Fault::SlowServer => {
+            // Every reply of one server delayed 200-800 ms for 3 s, for every client: a disk
+            // stall or a long GC on that server (its quorum traffic is not slowed).
+            let (i, ms) = (rng.below(zk.len() as u64) as usize, 200 + rng.below(600));
+            let server = zk.client_addr(i)?;
+            for p in proxies {
+                p.set_server_latency(server, Duration::from_millis(ms));
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            for p in proxies {
+                p.set_server_latency(server, Duration::ZERO);
+            }
+            format!("server {i} {ms} ms")
+        }
         Fault::PauseWorkerProcess | Fault::KillWorkerProcess => {
             let holder = holder_now(state).await;
             let p = holder

@@ -1,7 +1,7 @@
 //! Fault injection over every recipe: mutual exclusion, lease totals and leader terms under
-//! ZooKeeper leader loss, follower freezes, rolling restarts, slow and cut client paths, session
-//! moves, paused and killed worker processes; a checker that explains every overlap; fencing as
-//! the final guard.
+//! ZooKeeper leader loss, follower freezes, rolling restarts, a leader partitioned from its
+//! quorum, slow servers, slow and cut client paths, session moves, paused and killed worker
+//! processes; a checker that explains every overlap; fencing as the final guard.
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]

@@ -115,6 +115,8 @@ fn fault_label(f: &FaultRec) -> (&'static str, Scope) {
         "SessionMove" => ("session move", Scope::Client),
         "PauseWorkerProcess" => ("SIGSTOP", Scope::Process),
         "KillWorkerProcess" => ("SIGKILL", Scope::Process),
+        "PartitionServer" => ("isolate leader", Scope::Servers),
+        "SlowServer" => ("slow server", Scope::Servers),
         _ => ("", Scope::Servers),
     }
 }

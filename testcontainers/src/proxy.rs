@@ -22,6 +22,8 @@ struct Faults {
     requests_held: bool,
     latency: Duration,
     reply_latency: Duration,
+    /// Extra delay of what flows back from one server (by its address): a slow server.
+    slow_servers: Vec<(SocketAddr, Duration)>,
     /// Live connections, as clones of both sockets, so that `cut` can shut them down at once.
     live: Vec<(u64, TcpStream, TcpStream)>,
     next_id: u64,
@@ -40,6 +42,11 @@ impl Shared {
     }
 
     /// Blocks while the proxy is blackholed, then returns the latency to apply in this direction.
+    /// The extra delay of replies from `upstream` (see [`FaultProxy::set_server_latency`]).
+    fn slowness(&self, upstream: SocketAddr) -> Duration {
+        self.lock().slow_servers.iter().find(|(s, _)| *s == upstream).map_or(Duration::ZERO, |(_, d)| *d)
+    }
+
     fn pass(&self, to_client: bool) -> Duration {
         let mut faults = self.lock();
         while (faults.blackholed || (faults.requests_held && !to_client))
@@ -163,6 +170,18 @@ impl FaultProxy {
     /// Delays every chunk forwarded in either direction by `latency` (zero removes it).
     pub fn set_latency(&self, latency: Duration) {
         self.shared.lock().latency = latency;
+    }
+
+    /// Delays what flows back from the server at `server` (its client address, as
+    /// [`crate::ZkCluster::client_addr`] gives it) by `latency`, on top of any other latency:
+    /// a slow server (a disk stall, a long GC) as every client of this proxy sees it. Zero
+    /// removes it.
+    pub fn set_server_latency(&self, server: SocketAddr, latency: Duration) {
+        let mut faults = self.shared.lock();
+        faults.slow_servers.retain(|(s, _)| *s != server);
+        if !latency.is_zero() {
+            faults.slow_servers.push((server, latency));
+        }
     }
 
     /// Delays only what flows from the servers to the client, so that a request reaches the
@@ -341,7 +360,7 @@ fn accept_loop(
             });
             let spawned = std::thread::Builder::new()
                 .name("zk-proxy-pipe".into())
-                .spawn(move || pipe(from, to, to_client, rewriter, id, shared));
+                .spawn(move || pipe(from, to, to_client, upstream, rewriter, id, shared));
             if spawned.is_err() {
                 break;
             }
@@ -359,6 +378,7 @@ fn pipe(
     mut from: TcpStream,
     to: TcpStream,
     to_client: bool,
+    upstream: SocketAddr,
     mut rewriter: Option<AnnounceRewriter>,
     id: u64,
     shared: Arc<Shared>,
@@ -393,7 +413,8 @@ fn pipe(
         if chunk.is_empty() {
             continue;
         }
-        let latency = shared.pass(to_client);
+        let latency =
+            shared.pass(to_client) + if to_client { shared.slowness(upstream) } else { Duration::ZERO };
         if tx.send((Instant::now() + latency, chunk)).is_err() {
             break;
         }

@@ -234,6 +234,39 @@ async fn proxy_latency_delays_but_delivers() {
     proxy.set_latency(Duration::ZERO);
 }
 
+/// A slow server: replies from the server named are held back (the request has landed, its
+/// reply has not come), replies from others are not, and the held reply still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_server_latency_holds_back_that_servers_replies_only() {
+    let cluster = ZkCluster::standalone().await.expect("standalone");
+    let observer = connect(&cluster.connect_string(), Duration::from_secs(5)).await;
+    let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    // Another server's slowness is not this one's.
+    let elsewhere = cluster.proxy().expect("proxy");
+    let client = connect(&elsewhere.connect_string(), Duration::from_secs(5)).await;
+    elsewhere.set_server_latency("127.0.0.1:9".parse().unwrap(), Duration::from_secs(3600));
+    within("a reply from a server that is not slow", client.create("/fast", b"", &open))
+        .await
+        .expect("create");
+
+    let proxy = cluster.proxy().expect("proxy");
+    let client = connect(&proxy.connect_string(), Duration::from_secs(10)).await;
+    proxy.set_server_latency(cluster.client_addr(0).expect("addr"), Duration::from_secs(2));
+    let creating = tokio::spawn({
+        let (client, open) = (client.clone(), open);
+        async move { client.create("/slow-server", b"", &open).await }
+    });
+    within("create landed", async {
+        while observer.check_stat("/slow-server").await.expect("stat").is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(!creating.is_finished(), "the slow server's reply came through at once");
+    proxy.set_server_latency(cluster.client_addr(0).expect("addr"), Duration::ZERO);
+    within("the held reply", creating).await.expect("join").expect("create");
+}
+
 /// `jvm_properties` reach the server: with the container reaper set to check every 100 ms, an
 /// emptied container node goes well within the patience. With ZooKeeper's default (first check
 /// 60 s after start) it would still be there when the patience runs out.
