@@ -1,5 +1,8 @@
 //! The harness's own tests, against real ZooKeeper servers.
 
+mod common;
+
+use common::alive;
 use std::time::Duration;
 
 use zk_testcluster::{Mode, ZkCluster};
@@ -27,13 +30,6 @@ async fn wait_state(client: &Client, want: SessionState) {
         }
     })
     .await
-}
-
-fn alive(pid: u32) -> bool {
-    // A reaped process has no /proc entry; a zombie would show state Z.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
-        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,8 @@
 //! A partition between ZooKeeper servers ([`ZkCluster::partition`]), against a real ensemble.
 
+mod common;
+
+use common::alive;
 use std::time::Duration;
 
 use zk_testcluster::{ClusterConfig, HarnessError, Mode, ZkCluster};
@@ -46,12 +49,6 @@ async fn await_modes(
         }
     })
     .await
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
-        .unwrap_or(false)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
