@@ -88,7 +88,8 @@ impl LockOptions {
     /// for, and one event when our own delete fires it: 3 packets on top of the 6 of an
     /// uncontended acquire and release. On fresh paths (a lock per order id: the session's
     /// recent acquires found the parent missing), the join's listing carries a child watch
-    /// that stands in for it until someone else joins: then it costs only the event.
+    /// that stands in for it while nobody else joins: then it costs only the event; when
+    /// someone joins, the holder reads its node and watches its data (3 more packets).
     ///
     /// **What `false` gives up:** a holder whose node is deleted by someone else is not told.
     /// It stays [`crate::LockStatus::Held`] (until the session ends) while another contender

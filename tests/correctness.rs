@@ -197,6 +197,41 @@ async fn a_downgrade_with_nobody_queued_lets_readers_in() {
     read.release().await.unwrap();
 }
 
+/// Claim: a downgrade keeps exclusion across a session expiry. Our write hold's session expires
+/// while the downgrade's read node is still on its way (requests held back): the read is then
+/// made in the next session, after our write node went and another writer took the lock. The
+/// downgrade must fail with `LockLost` and keep no read, not hand back a read beside that
+/// writer (found by the 30-minute chaos soak: a downgraded reader whose write was refused by
+/// fencing and who was never told).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_downgrade_whose_session_expires_first_fails_and_keeps_no_read() {
+    let zk = common::standalone().await;
+    let admin = admin(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let session = Session::connect(&proxy.connect_string(), Duration::from_secs(1)).await.unwrap();
+    let ours = InterProcessReadWriteLock::new(&session, "/c/downgrade-expiry").unwrap();
+    let write = ours.write().await.unwrap();
+    let other = common::session(&zk.connect_string()).await;
+    let theirs = InterProcessReadWriteLock::new(&other, "/c/downgrade-expiry").unwrap();
+    proxy.hold_requests();
+    let downgrading = tokio::spawn(async move {
+        let outcome = ours.downgrade(&write).await;
+        (outcome, write)
+    });
+    // The server expires our session (our write node goes), and the other writer enters.
+    let their_write = within("the other writer", theirs.write()).await.unwrap();
+    proxy.heal();
+    let (outcome, write) = within("the downgrade", downgrading).await.unwrap();
+    assert!(matches!(outcome, Err(Error::LockLost { .. })), "{outcome:?}");
+    assert_eq!(write.current_status(), LockStatus::Lost);
+    common::eventually("no node of ours beside their write", || async {
+        children(&admin, "/c/downgrade-expiry").await.len() == 1
+    })
+    .await;
+    their_write.release().await.unwrap();
+    session.close().await;
+}
+
 /// Claim: a semaphore waiter wakes on any release that could admit it, not on one particular
 /// holder; and only the first waiter watches the holders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

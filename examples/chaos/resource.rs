@@ -92,15 +92,40 @@ impl History {
     /// operation at the resource ended.
     pub fn finish(&mut self) {
         for ((w, res, t), i) in std::mem::take(&mut self.unfinished) {
-            let last = self
-                .ops
-                .iter()
-                .filter(|o| o.worker == w && o.resource == res && o.token == t)
-                .map(|o| o.end.unwrap_or(o.begin))
-                .max();
-            let hold = &mut self.holds[i];
-            hold.end = last.unwrap_or(hold.start).max(hold.start);
+            self.end_at_last_op(&w, &res, t, i);
         }
+    }
+
+    /// A worker holds one thing at a time: when it announces a new hold, a hold of its that was
+    /// never reported whole (a selector aborted its task past the window) ended with its last
+    /// operation at the resource. (Left open, it would last until the process's kill or the
+    /// phase's end, and overlap every later holder.)
+    /// (A multi-lock's members are announced one by one with the same `start`: those are the
+    /// new hold's, not an earlier one's.)
+    fn end_abandoned(&mut self, worker: &str, start: Duration) {
+        let abandoned: Vec<_> = self
+            .unfinished
+            .iter()
+            .filter(|((w, _, _), &i)| w == worker && self.holds[i].start != start)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in abandoned {
+            if let Some(i) = self.unfinished.remove(&key) {
+                let (w, res, t) = key;
+                self.end_at_last_op(&w, &res, t, i);
+            }
+        }
+    }
+
+    fn end_at_last_op(&mut self, w: &str, res: &str, t: u64, i: usize) {
+        let last = self
+            .ops
+            .iter()
+            .filter(|o| o.worker == w && o.resource == res && o.token == t)
+            .map(|o| o.end.unwrap_or(o.begin))
+            .max();
+        let hold = &mut self.holds[i];
+        hold.end = last.unwrap_or(hold.start).max(hold.start);
     }
 
     /// Closes every open operation and hold of `pid` at `at` (its process was killed).
@@ -132,6 +157,7 @@ impl History {
         match parts {
             ["ACQ", w, pid, res, kind, t, start, deadline] => {
                 let Some(kind) = Kind::parse(kind) else { return "ERR" };
+                self.end_abandoned(w, epoch.at(num(start)));
                 self.unfinished.insert((w.to_string(), res.to_string(), num(t)), self.holds.len());
                 self.holds.push(Hold {
                     worker: w.to_string(),
@@ -273,3 +299,40 @@ impl ResourceClient {
 
 /// How long a refused writer waits to be told it lost its hold.
 pub const TOLD_WITHIN: Duration = Duration::from_secs(6);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(h: &mut History, line: &str, now_s: u64) {
+        let parts: Vec<&str> = line.split(' ').collect();
+        h.handle(&parts, Duration::from_secs(now_s), Epoch(0), true);
+    }
+
+    /// A selector task aborted past its window never reports its hold whole; the worker's next
+    /// hold ends it at its last write, not at the process's later kill (the 30-minute soak
+    /// counted 49 overlaps with such a hold, left open until the kill).
+    #[test]
+    fn a_new_hold_ends_the_workers_abandoned_one_at_its_last_write() {
+        let s = 1_000_000_000u64;
+        let mut h = History::default();
+        feed(&mut h, &format!("ACQ p1w1 7 /r X 10 {} {}", s, 2 * s), 1);
+        feed(&mut h, "BEGIN p1w1 7 /r X 10 2000000000", 1);
+        feed(&mut h, "ABORT p1w1 /r 10", 4);
+        // Its task was aborted: no HOLD line. The worker's next term:
+        feed(&mut h, &format!("ACQ p1w1 7 /r X 20 {} {}", 50 * s, 52 * s), 50);
+        h.close_pid(7, Duration::from_secs(60));
+        assert_eq!(h.holds[0].end, Duration::from_secs(4), "ended at its last write");
+        assert_eq!(h.holds[1].end, Duration::from_secs(60), "the open one ends at the kill");
+        // A multi-lock announces its members one by one with the same start: both stay open.
+        let mut m = History::default();
+        feed(&mut m, &format!("ACQ p0w0 8 /a X 30 {} {}", 5 * s, 7 * s), 5);
+        feed(&mut m, &format!("ACQ p0w0 8 /b X 31 {} {}", 5 * s, 7 * s), 5);
+        m.close_pid(8, Duration::from_secs(9));
+        assert!(
+            m.holds.iter().all(|x| x.end == Duration::from_secs(9)),
+            "{:?}",
+            m.holds.iter().map(|x| x.end).collect::<Vec<_>>()
+        );
+    }
+}

@@ -239,9 +239,11 @@ impl Listener for Hold {
             // A later generation means ours expired.
             _ if status.generation > ours => monitor.lose(node, "session_expired"),
             ConnectionState::Lost => monitor.lose(node, "session_expired"),
-            ConnectionState::Suspended => monitor.set(node, LockStatus::Suspended),
+            ConnectionState::Suspended => {
+                monitor.set(node, LockStatus::Suspended);
+            }
             ConnectionState::Connected | ConnectionState::Reconnected => {
-                monitor.set(node, monitor.connected_status())
+                monitor.set(node, monitor.connected_status());
             }
         }
     }
@@ -279,6 +281,10 @@ async fn watch_own(hold: Weak<Hold>, mut own: PendingEvent, mut stop: oneshot::R
                     Err(_) if monitor.releasing() => return,
                     // The session's task reports a session that ended.
                     Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => return,
+                    // A close deletes our node before it ends the session (the child watch that
+                    // stands in for the data watch reports that as a change): the close is the
+                    // cause.
+                    Err(_) if node.conn.session_closed() => return monitor.lose(node, "session_closed"),
                     Err(_) => return monitor.lose(node, "node_deleted"),
                 }
             }

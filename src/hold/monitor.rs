@@ -149,8 +149,8 @@ impl Monitor {
         drop(registration);
     }
 
-    /// Moves the status to `to` (never away from `Lost`).
-    pub(super) fn set(&self, node: &Node, to: LockStatus) {
+    /// Moves the status to `to` (never away from `Lost`); whether it moved.
+    pub(super) fn set(&self, node: &Node, to: LockStatus) -> bool {
         self.status.send_if_modified(|cur| {
             let changed = *cur != to && *cur != LockStatus::Lost;
             if changed {
@@ -158,15 +158,16 @@ impl Monitor {
                 *cur = to;
             }
             changed
-        });
+        })
     }
 
     /// The hold is lost for good; counted once, unless it was being released.
     pub(super) fn lose(&self, node: &Node, cause: &'static str) {
-        if !self.releasing() && self.current() != LockStatus::Lost {
+        // Counted by the call that moves the status to `Lost` (the own-node job and the
+        // session's listener may both see the loss at once).
+        if self.set(node, LockStatus::Lost) && !self.releasing() {
             self.labels.lost(cause);
         }
-        self.set(node, LockStatus::Lost);
     }
 
     /// The status while connected: `Held`, or `RevocationRequested` once someone asked.

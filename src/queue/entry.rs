@@ -212,7 +212,7 @@ pub(crate) async fn find_ours(
     Ok(ours)
 }
 
-/// The data watch on our own node: deletion by someone else, data changes (revocation).
+/// The watch on our own node: deletion by someone else, data changes (revocation).
 #[derive(Default)]
 pub(crate) struct OwnNodeWatch {
     /// The watch's event, still to come.
@@ -223,6 +223,9 @@ pub(crate) struct OwnNodeWatch {
     pub follow: bool,
     /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
     pub check: Option<OwnCheck>,
+    /// Whether the event is the join's listing's child watch standing in for the data watch
+    /// (see [`own_watch_from_listing`]): a holder keeps it; a waiter sets the data watch.
+    pub from_listing: bool,
 }
 
 /// Our node in a queue.
@@ -281,6 +284,7 @@ impl Entry {
             Ok((data, _, watcher)) => {
                 self.own.event = Some(Box::pin(async move { watcher.changed().await.into() }));
                 self.own.check = Some(OwnCheck::answered(state));
+                self.own.from_listing = false;
                 if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }

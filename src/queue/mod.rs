@@ -12,7 +12,10 @@
 //!   path (one per order id) costs one round trip and no failed create;
 //! * every node of ours carries a data watch (unless a lock turns it off), sent as soon as the
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
-//!   revocation request;
+//!   revocation request. On a guessed fresh path (above), the listing's child watch on the new
+//!   parent stands in for it while we hold and nobody else joins (see
+//!   `entry::own_watch_from_listing`); a waiter there sets the data watch as anywhere, and the
+//!   child watch's one event, if it comes, costs no request;
 //! * a waiter watches one node with a data watch, never the parent's children (no herd); a
 //!   rule may name a second, further ahead ([`Admission::lookahead`]: a mutex's waiter watches
 //!   the node two ahead too), so that a deletion notifies at most two waiters. Watches that
@@ -457,6 +460,7 @@ impl Queue {
                                 let (event, check) = entry::own_watch_from_listing(watcher, state);
                                 (entry.own.event, entry.own.check) = (Some(event), Some(check));
                                 entry.own.follow = true;
+                                entry.own.from_listing = true;
                             }
                             (children, root)
                         }
@@ -591,12 +595,24 @@ impl Queue {
             // keeping its listing (and the queue parsed from it) would cost memory quadratic in
             // the queue's length (`tests/memory.rs`).
             drop(std::mem::take(&mut children));
-            if let Decision::Wait { then_proceed: true, .. } = decision {
-                if entry.own.event.is_none() {
-                    // Sent before the watch on the node ahead: see below.
-                    let (event, check) = entry::watch_own_node(&entry.conn.client, &entry.path);
-                    (entry.own.event, entry.own.check) = (Some(event), Some(check));
-                }
+            let then_proceed = matches!(decision, Decision::Wait { then_proceed: true, .. });
+            if (then_proceed && entry.own.event.is_none()) || entry.own.from_listing {
+                // Sent before the watch on the node ahead: see below. A waiter does not keep the
+                // listing's child watch as its own-node watch (it would fire for every join
+                // behind, and for the deletion we wait on, each time costing a read): the data
+                // watch takes over, and the child watch is kept, unpolled, until that one fires
+                // (dropped unfired, it would cost a request to remove it).
+                let (event, check) = entry::watch_own_node(&entry.conn.client, &entry.path);
+                let event = match entry.own.event.take().filter(|_| entry.own.from_listing) {
+                    Some(child) => Box::pin(async move {
+                        let own = event.await;
+                        drop(child);
+                        own
+                    }),
+                    None => event,
+                };
+                (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                entry.own.from_listing = false;
             }
             let woke = self.until_any_gone(entry, &watched, &mut seen, &mut armed, report, progress).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are

@@ -47,13 +47,20 @@ impl Admission for RwRule {
 struct Downgrade {
     writer: String,
     writer_between: AtomicBool,
+    /// Our write node was not ahead of the read node: the write hold is gone (its session
+    /// expired while the read node was being created, in a new session, or the node was
+    /// deleted). The read was not granted by the downgrade, and must not be kept.
+    writer_missing: AtomicBool,
 }
 
 impl Admission for Downgrade {
     fn decide(&self, queue: &[QueueNode], me: usize) -> Decision {
         let ours = queue[..me].iter().position(|n| n.name == self.writer);
         let between = ours.is_some_and(|w| queue[w + 1..me].iter().any(|n| n.marker == WRITER));
-        self.writer_between.store(between || ours.is_none(), Ordering::SeqCst);
+        self.writer_between.store(between, Ordering::SeqCst);
+        self.writer_missing.store(ours.is_none(), Ordering::SeqCst);
+        // Without our writer ahead this is no downgrade: the caller gives the node back at
+        // once (admitted here only so that nothing waits).
         Decision::Proceed
     }
 }
@@ -140,8 +147,10 @@ impl InterProcessReadWriteLock {
     /// after, and nothing deadlocks.
     ///
     /// # Errors
-    /// [`Error::LockLost`] when `write` is not a live write hold on this lock; otherwise as
-    /// [`InterProcessReadWriteLock::read`].
+    /// [`Error::LockLost`] when `write` is not a live write hold on this lock, or stops being
+    /// one before the read node is in (its session expired meanwhile, so the read would have
+    /// been taken in the next session, after others may have written: no read is kept);
+    /// otherwise as [`InterProcessReadWriteLock::read`].
     ///
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind, and `write` stays held.
@@ -154,9 +163,20 @@ impl InterProcessReadWriteLock {
         };
         debug_assert_eq!(dir, self.path().as_str());
         let keep = write.reenter()?;
-        let rule = Downgrade { writer, writer_between: AtomicBool::new(false) };
+        let rule = Downgrade {
+            writer,
+            writer_between: AtomicBool::new(false),
+            writer_missing: AtomicBool::new(false),
+        };
         let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false, None).await?;
         let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
+        if rule.writer_missing.load(Ordering::SeqCst) {
+            // The write hold was lost before the read node was in (its session expired and the
+            // read was made in the next one, say): someone else may have written meanwhile.
+            tracing::info!(path = %self.path(), "downgrade: our write node is gone; the write hold was lost");
+            let _ = read.release().await;
+            return Err(Error::LockLost { path: self.path().to_string() });
+        }
         if rule.writer_between.load(Ordering::SeqCst) {
             tracing::debug!(path = %self.path(), "a writer is queued behind ours: the write node stays until the read is released");
             read.keep_until_released(keep);
