@@ -48,7 +48,7 @@ pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
 ///
 /// No task is spawned: the returned future is polled once here, which sends the request, and is
 /// then polled by its owner. See [`OwnCheck`] for what that allows.
-pub(crate) fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) {
+fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) {
     let (client, path) = (client.clone(), path.to_string());
     // Taken before the request goes out: any change of the connection after it shows.
     let check = OwnCheck { armed: Arc::default(), state: client.state_watcher() };
@@ -293,6 +293,12 @@ impl Entry {
             Err(ZkError::NoNode) => Err(self.gone()),
             Err(e) => Err(Error::from_zk("watch", &self.path, e)),
         }
+    }
+
+    /// Sets the data watch on our node without waiting for its answer (see [`watch_own_node`]).
+    pub fn send_own_watch(&mut self) {
+        let (event, check) = watch_own_node(&self.conn.client, &self.path);
+        (self.own.event, self.own.check) = (Some(event), Some(check));
     }
 
     /// Our node was deleted by someone else: disarms (nothing to delete) and says so.

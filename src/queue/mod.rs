@@ -445,8 +445,7 @@ impl Queue {
                     pending.disarm();
                     if self.watch_own && !child_watch {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
-                        let (event, check) = entry::watch_own_node(client, &entry.path);
-                        (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                        entry.send_own_watch();
                         entry.own.follow = true;
                     }
                     let listed = match listing {
@@ -468,8 +467,7 @@ impl Queue {
                             if child_watch {
                                 // The listing (and its watch) failed: the data watch, then a
                                 // listing after it, as on any path.
-                                let (event, check) = entry::watch_own_node(client, &entry.path);
-                                (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                                entry.send_own_watch();
                                 entry.own.follow = true;
                             }
                             (self.list_on(conn).await?, None)
@@ -602,16 +600,16 @@ impl Queue {
                 // behind, and for the deletion we wait on, each time costing a read): the data
                 // watch takes over, and the child watch is kept, unpolled, until that one fires
                 // (dropped unfired, it would cost a request to remove it).
-                let (event, check) = entry::watch_own_node(&entry.conn.client, &entry.path);
-                let event = match entry.own.event.take().filter(|_| entry.own.from_listing) {
-                    Some(child) => Box::pin(async move {
-                        let own = event.await;
+                // (Without the child watch, the slot is empty here: nothing to keep.)
+                let child = entry.own.event.take();
+                entry.send_own_watch();
+                if let (Some(child), Some(own)) = (child, entry.own.event.take()) {
+                    entry.own.event = Some(Box::pin(async move {
+                        let own = own.await;
                         drop(child);
                         own
-                    }),
-                    None => event,
-                };
-                (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                    }));
+                }
                 entry.own.from_listing = false;
             }
             let woke = self.until_any_gone(entry, &watched, &mut seen, &mut armed, report, progress).await?;
