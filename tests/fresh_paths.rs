@@ -8,16 +8,8 @@
 mod common;
 
 use common::*;
-use zk_recipes::{InterProcessMutex, LockOptions, LockStatus, Session};
+use zk_recipes::{InterProcessMutex, LockOptions, LockStatus};
 use zookeeper_client::{Acls, CreateMode};
-
-/// Teaches `s` that its joins meet missing parents (`ParentHint`), on fresh paths under `base`.
-async fn learn_fresh_paths(s: &Session, base: &str) {
-    for i in 0..8 {
-        let mutex = InterProcessMutex::new(s, &format!("{base}/learn{i}")).unwrap();
-        mutex.acquire().await.unwrap().release().await.unwrap();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_on_a_fresh_path_hears_its_node_deleted_by_someone_else() {

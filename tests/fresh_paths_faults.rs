@@ -19,15 +19,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use zk_recipes::{Error, InterProcessMutex, InterProcessSemaphore, LockOptions, LockStatus, Session};
-
-/// Teaches `s` that its joins meet missing parents (`ParentHint`), on fresh paths under `base`.
-async fn learn_fresh_paths(s: &Session, base: &str) {
-    for i in 0..8 {
-        let mutex = InterProcessMutex::new(s, &format!("{base}/learn{i}")).unwrap();
-        mutex.acquire().await.unwrap().release().await.unwrap();
-    }
-}
+use zk_recipes::{Error, InterProcessMutex, InterProcessSemaphore, LockOptions, LockStatus};
 
 /// Whether `session` has a data watch on `path` on the server (node 0's `wchp`, which lists data
 /// watches only: a child watch on a parent does not show).
@@ -69,10 +61,10 @@ async fn without_the_own_node_watch_a_fresh_path_holder_watches_nothing() {
 }
 
 /// docs/how-it-works.md, "A handoff on the notification alone", on a fresh path: a waiter whose
-/// session guesses fresh paths queues behind the head with the listing's child watch as its
-/// own-node watch. The head's deletion fires both the waiter's data watch on the head and that
-/// child watch; the waiter must still enter without a request (here: while a proxy holds back
-/// everything it sends).
+/// session guesses fresh paths queues behind the head; its join's listing set a child watch,
+/// which the head's deletion fires too. The waiter must still enter without a request (here:
+/// while a proxy holds back everything it sends): it sets the data watch on its node, as on any
+/// path, and does not act on the child watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
     let zk = standalone().await;
@@ -120,9 +112,8 @@ async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
     waiter_session.close().await;
 }
 
-/// The contrast to the test above: once a contender has joined behind the waiter, the waiter's
-/// child watch has fired and been replaced by a data watch on its node, and the handoff needs
-/// no request again.
+/// The same with a contender joined behind the waiter: its join fires the waiter's child watch
+/// before the head goes, and the handoff still needs no request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_alone() {
     let zk = standalone().await;
@@ -176,7 +167,7 @@ async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_
     }
 }
 
-/// A waiter on a fresh path (child watch as its own-node watch) whose node is deleted from
+/// A waiter on a fresh path (its join's listing set a child watch) whose node is deleted from
 /// outside while it waits behind the head is told so, and never enters; the one queued behind
 /// it takes the lock when the head releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -439,3 +439,12 @@ impl Waiter {
         self.events().into_iter().filter(|e| matches!(e, zk_recipes::QueueEvent::LockDelay { .. })).collect()
     }
 }
+
+/// Teaches `s` that its joins meet missing parents (the session's parent hint), on fresh paths
+/// under `base`: its next joins guess a fresh path (`tests/fresh_paths*.rs`).
+pub async fn learn_fresh_paths(s: &Session, base: &str) {
+    for i in 0..8 {
+        let mutex = zk_recipes::InterProcessMutex::new(s, &format!("{base}/learn{i}")).unwrap();
+        mutex.acquire().await.unwrap().release().await.unwrap();
+    }
+}
