@@ -239,11 +239,9 @@ impl Listener for Hold {
             // A later generation means ours expired.
             _ if status.generation > ours => monitor.lose(node, "session_expired"),
             ConnectionState::Lost => monitor.lose(node, "session_expired"),
-            ConnectionState::Suspended => {
-                monitor.set(node, LockStatus::Suspended);
-            }
+            ConnectionState::Suspended => monitor.set(node, LockStatus::Suspended),
             ConnectionState::Connected | ConnectionState::Reconnected => {
-                monitor.set(node, monitor.connected_status());
+                monitor.set(node, monitor.connected_status())
             }
         }
     }

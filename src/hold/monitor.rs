@@ -149,25 +149,35 @@ impl Monitor {
         drop(registration);
     }
 
-    /// Moves the status to `to` (never away from `Lost`); whether it moved.
-    pub(super) fn set(&self, node: &Node, to: LockStatus) -> bool {
+    /// Moves the status to `to` (never away from `Lost`).
+    pub(super) fn set(&self, node: &Node, to: LockStatus) {
+        self.moved(node, to, || {});
+    }
+
+    /// Moves the status to `to` (never away from `Lost`), calling `first` when it moves, before
+    /// any subscriber can see the new status.
+    fn moved(&self, node: &Node, to: LockStatus, first: impl FnOnce()) {
         self.status.send_if_modified(|cur| {
             let changed = *cur != to && *cur != LockStatus::Lost;
             if changed {
                 tracing::info!(node = %node.path, from = ?*cur, to = ?to, "lock status");
+                first();
                 *cur = to;
             }
             changed
-        })
+        });
     }
 
-    /// The hold is lost for good; counted once, unless it was being released.
+    /// The hold is lost for good; counted once, unless it was being released: by the call
+    /// that moves the status to `Lost` (the own-node job and the session's listener may both
+    /// see the loss at once), before anyone sees `Lost`.
     pub(super) fn lose(&self, node: &Node, cause: &'static str) {
-        // Counted by the call that moves the status to `Lost` (the own-node job and the
-        // session's listener may both see the loss at once).
-        if self.set(node, LockStatus::Lost) && !self.releasing() {
-            self.labels.lost(cause);
-        }
+        let releasing = self.releasing();
+        self.moved(node, LockStatus::Lost, || {
+            if !releasing {
+                self.labels.lost(cause);
+            }
+        });
     }
 
     /// The status while connected: `Held`, or `RevocationRequested` once someone asked.
