@@ -87,9 +87,11 @@ impl LockOptions {
     /// watch costs one request per acquisition, sent right after the create and never waited
     /// for, and one event when our own delete fires it: 3 packets on top of the 6 of an
     /// uncontended acquire and release. On fresh paths (a lock per order id: the session's
-    /// recent acquires found the parent missing), the join's listing carries a child watch
-    /// that stands in for it while nobody else joins: then it costs only the event; when
-    /// someone joins, the holder reads its node and watches its data (3 more packets).
+    /// recent acquires found the parent missing), and in a session whose recent acquires each
+    /// found their node alone (an idle lock), the join's listing carries a child watch that
+    /// stands in for it while nobody else joins: then it costs only the event; when someone
+    /// joins, the holder reads its node and watches its data (3 more packets). Revocable locks
+    /// and the lock delay keep the data watch from the start.
     ///
     /// **What `false` gives up:** a holder whose node is deleted by someone else is not told.
     /// It stays [`crate::LockStatus::Held`] (until the session ends) while another contender

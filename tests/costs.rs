@@ -104,6 +104,40 @@ async fn fresh_lock_paths_cost_eight_packets_per_cycle_and_one_for_the_own_node_
     }
 }
 
+/// A long-lived lock path used by one session at a time. Its first acquisitions cost 9 packets
+/// each (create and listing, the data watch on our node, the delete, their replies, and the
+/// event our delete fires). Once the session's joins have found their node alone a few times,
+/// the listing's child watch on the parent stands in for the data watch: 7 (the own-node watch
+/// costs only the event our delete fires), against 6 without the own-node watch. A revocable
+/// lock keeps the data watch (a revocation request is a change of our node's data): 9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_lock_costs_seven_packets_per_cycle_once_its_session_has_seen_it_idle() {
+    const CYCLES: i64 = 20;
+    let zk = standalone().await;
+    for (name, options, per_cycle) in [
+        ("plain", LockOptions::new(), 7),
+        ("unwatched", LockOptions::new().watch_own_node(false), 6),
+        ("revocable", LockOptions::new().revocable(true), 9),
+    ] {
+        let s = session(&zk.connect_string()).await;
+        let mutex = InterProcessMutex::with_options(&s, &format!("/idle-cost/{name}"), options).unwrap();
+        // The first few teach the session that its joins find their node alone.
+        for _ in 0..8 {
+            mutex.acquire().await.unwrap().release().await.unwrap();
+        }
+        let before = packets(&zk).await;
+        for _ in 0..CYCLES {
+            mutex.acquire().await.unwrap().release().await.unwrap();
+        }
+        let used = packets(&zk).await - before;
+        let each = used as f64 / CYCLES as f64;
+        // Slack for the session's heartbeat and the `mntr` request itself.
+        assert!(used <= CYCLES * per_cycle + 8, "{name}: {used} packets for {CYCLES} cycles ({each} each)");
+        assert!(used >= CYCLES * per_cycle, "{name}: {used} packets for {CYCLES} cycles ({each} each)");
+        s.close().await;
+    }
+}
+
 /// A semaphore's root carries its maximum, which every acquire checks. The join's listing
 /// returns the root's version with the children (the same packets), and a root whose version is
 /// the one last checked is not read again: an uncontended lease costs what a mutex's cycle does,

@@ -21,14 +21,6 @@ use std::sync::Arc;
 use common::*;
 use zk_recipes::{Error, InterProcessMutex, InterProcessSemaphore, LockOptions, LockStatus};
 
-/// Whether `session` has a data watch on `path` on the server (node 0's `wchp`, which lists data
-/// watches only: a child watch on a parent does not show).
-async fn watches(zk: &zk_testcluster::ZkCluster, path: &str, session: i64) -> bool {
-    let listing = zk.four_letter(0, "wchp").await.expect("wchp");
-    let found = watchers(&listing, path).any(|s| s == session);
-    found
-}
-
 /// The guess is really taken on these tests' paths: after an acquire on a fresh path, the
 /// holder's session has no data watch on its node (the listing's child watch on the parent
 /// stands in for it). Without the child watch (a data watch on our node, as on any path) this
@@ -40,7 +32,8 @@ async fn a_holder_on_a_fresh_path_has_no_data_watch_on_its_node() {
     learn_fresh_paths(&s, "/rev-a").await;
     let guard = InterProcessMutex::new(&s, "/rev-a/o1").unwrap().acquire().await.unwrap();
     let id = raw(&s).session_id().0;
-    assert!(!watches(&zk, guard.node_path(), id).await, "no data watch on our node");
+    sync_session(&s).await;
+    assert!(!has_data_watch(&zk, guard.node_path(), id).await, "no data watch on our node");
     guard.release().await.unwrap();
     s.close().await;
 }
@@ -55,7 +48,8 @@ async fn without_the_own_node_watch_a_fresh_path_holder_watches_nothing() {
         InterProcessMutex::with_options(&s, "/rev-b/o1", LockOptions::new().watch_own_node(false)).unwrap();
     let guard = mutex.acquire().await.unwrap();
     let id = raw(&s).session_id().0;
-    assert!(!watches(&zk, guard.node_path(), id).await);
+    sync_session(&s).await;
+    assert!(!has_data_watch(&zk, guard.node_path(), id).await);
     guard.release().await.unwrap();
     s.close().await;
 }
@@ -86,7 +80,10 @@ async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
         // where its join's listing set a child watch: that one is not its own-node watch.
         let queue = waiter.participants().await.unwrap();
         let waiter_node = format!("{path}/{}", queue[1].node);
-        assert!(watches(&zk, &waiter_node, raw(&waiter_session).session_id().0).await, "round {round}");
+        assert!(
+            has_data_watch(&zk, &waiter_node, raw(&waiter_session).session_id().0).await,
+            "round {round}"
+        );
         proxy.hold_requests();
         holder.release().await.unwrap();
         let entered = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
@@ -139,7 +136,7 @@ async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_
         let id = raw(&waiter_session).session_id().0;
         eventually("the waiter's data watch on its node", || {
             let (zk, node) = (&zk, waiter_node.clone());
-            async move { watches(zk, &node, id).await }
+            async move { has_data_watch(zk, &node, id).await }
         })
         .await;
         proxy.hold_requests();
@@ -187,7 +184,10 @@ async fn a_waiter_on_a_fresh_path_whose_node_was_deleted_does_not_enter() {
     waiter.queued().await;
     let queue = InterProcessMutex::new(&h, path).unwrap().participants().await.unwrap();
     let waiter_node = format!("{path}/{}", queue[1].node);
-    assert!(watches(&zk, &waiter_node, raw(&w).session_id().0).await, "a waiter watches its node's data");
+    assert!(
+        has_data_watch(&zk, &waiter_node, raw(&w).session_id().0).await,
+        "a waiter watches its node's data"
+    );
     admin.delete(&format!("{path}/{}", queue[1].node), None).await.unwrap();
     let outcome = waiter.result().await;
     assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
@@ -228,7 +228,7 @@ async fn a_fresh_path_waiter_whose_child_watch_fired_still_hears_its_deletion() 
     let id = raw(&w).session_id().0;
     eventually("the waiter's data watch on its node", || {
         let (zk, node) = (&zk, waiter_node.clone());
-        async move { watches(zk, &node, id).await }
+        async move { has_data_watch(zk, &node, id).await }
     })
     .await;
     admin.delete(&waiter_node, None).await.unwrap();
@@ -266,7 +266,7 @@ async fn a_fresh_path_waiter_whose_node_goes_with_the_head_does_not_enter() {
         assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
         let waiter_node = format!("{path}/{}", queue[1].node);
         assert!(
-            watches(&zk, &waiter_node, raw(&w).session_id().0).await,
+            has_data_watch(&zk, &waiter_node, raw(&w).session_id().0).await,
             "round {round}: a waiter watches its node's data"
         );
         let mut both = admin.new_multi_writer();
@@ -458,7 +458,7 @@ async fn a_fresh_path_holder_hears_its_node_deleted_while_disconnected() {
     let admin = client(&zk.connect_string()).await;
     learn_fresh_paths(&s, "/rev-k").await;
     let guard = InterProcessMutex::new(&s, "/rev-k/o1").unwrap().acquire().await.unwrap();
-    assert!(!watches(&zk, guard.node_path(), raw(&s).session_id().0).await, "the holder guessed");
+    assert!(!has_data_watch(&zk, guard.node_path(), raw(&s).session_id().0).await, "the holder guessed");
     proxy.blackhole();
     admin.delete(guard.node_path(), None).await.unwrap();
     // Whatever the server sent meanwhile goes with the connection.

@@ -168,6 +168,7 @@ enum Step {
     Scale(Peer),
     NetworkStart,
     NetworkRawWrite,
+    EnsembleRawWrite,
     NetworkUncontended(usize, Peer),
     NetworkContended(usize, usize, Peer),
     EnsembleStart,
@@ -267,6 +268,7 @@ impl Plan {
                 .filter(contends)
                 .map(|&p| Step::EnsembleWarmup(p)),
         );
+        steps.push(Step::EnsembleRawWrite);
         for r in 0..self.repeats {
             for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
                 steps.push(Step::EnsembleUncontended(r, p));
@@ -288,7 +290,7 @@ impl Plan {
         let warm = self.secs.min(1.0);
         match step {
             Step::Warmup(p) | Step::EnsembleWarmup(p) => warm + setup(p, 8),
-            Step::RawWrite | Step::NetworkRawWrite => self.secs.min(3.0),
+            Step::RawWrite | Step::NetworkRawWrite | Step::EnsembleRawWrite => self.secs.min(3.0),
             Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) | Step::NetworkUncontended(_, p) => {
                 self.secs + setup(p, 1)
             }
@@ -321,6 +323,7 @@ fn describe(step: Step, plan: &Plan) -> String {
         Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
         Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
         Step::NetworkRawWrite => "raw create → delete loop, 1 ms network".into(),
+        Step::EnsembleRawWrite => "raw create → delete loop, ensemble follower".into(),
         Step::NetworkUncontended(r, p) => format!("1 ms network uncontended · {} · {}", p.name(), rep(r)),
         Step::NetworkContended(r, n, p) => {
             format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
@@ -336,6 +339,19 @@ fn describe(step: Step, plan: &Plan) -> String {
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
+}
+
+/// The raw `zookeeper-client` create → delete loop against `target`: its p50 cycle (ns) and its
+/// row (a write round trip is half a cycle).
+async fn raw_write(scenario: &'static str, target: &Target<'_>, plan: &Plan) -> Result<(u64, Row), String> {
+    let mut raw = peers::raw_create_delete(target, plan.secs.min(3.0)).await?;
+    let p50 = stats::percentile(&mut raw, 50.0);
+    let row = Row {
+        p50_us: us(p50) / 2.0,
+        p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
+        ..Row::new(scenario, Peer::ZkRecipes, 1, 0, 1e9 / p50.max(1) as f64)
+    };
+    Ok((p50, row))
 }
 
 /// A row from a contended run: rate, packets and CPU per operation, overlaps, and the p50/p99
@@ -480,6 +496,11 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     let mut ensemble: Option<ZkCluster> = None;
     let mut proxy: Option<zk_testcluster::FaultProxy> = None;
     let mut network_raw_p50 = 0;
+    // The ensemble's clients all reach one follower (as two in three clients of a 3-node
+    // ensemble do): a client that happened to land on the leader would skip the forwarding hop
+    // its peers pay, and the comparison would measure where each landed.
+    let mut follower: Option<(usize, String)> = None;
+    let mut ensemble_raw_p50 = 0;
 
     for step in steps {
         progress.step(&describe(step, &plan));
@@ -497,14 +518,9 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 .await?;
             }
             Step::RawWrite => {
-                let mut raw = peers::raw_create_delete(&Target::direct(zk()?), plan.secs.min(3.0)).await?;
-                raw_p50 = stats::percentile(&mut raw, 50.0);
-                rows.push(Row {
-                    p50_us: us(raw_p50) / 2.0,
-                    p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
-                    packets_per_op: 8.0,
-                    ..Row::new("raw-write", Peer::ZkRecipes, 1, 0, 1e9 / raw_p50.max(1) as f64)
-                });
+                let row;
+                (raw_p50, row) = raw_write("raw-write", &Target::direct(zk()?), &plan).await?;
+                rows.push(Row { packets_per_op: 8.0, ..row });
             }
             Step::Uncontended(r, peer) => {
                 let t = Target::direct(zk()?);
@@ -572,19 +588,9 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
             }
             Step::NetworkRawWrite => {
                 let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
-                let mut raw = peers::raw_create_delete(&t, plan.secs.min(3.0)).await?;
-                network_raw_p50 = stats::percentile(&mut raw, 50.0);
-                rows.push(Row {
-                    p50_us: us(network_raw_p50) / 2.0,
-                    p99_us: us(stats::percentile(&mut raw, 99.0)) / 2.0,
-                    ..Row::new(
-                        "network-raw-write",
-                        Peer::ZkRecipes,
-                        1,
-                        0,
-                        1e9 / network_raw_p50.max(1) as f64,
-                    )
-                });
+                let row;
+                (network_raw_p50, row) = raw_write("network-raw-write", &t, &plan).await?;
+                rows.push(row);
             }
             Step::NetworkUncontended(r, peer) => {
                 let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
@@ -603,24 +609,32 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 proxy = None;
                 // One cluster at a time: the standalone server's work is done.
                 standalone = None;
-                ensemble = Some(ZkCluster::start(server_config(3, 384)).await.map_err(|e| e.to_string())?);
+                let ens = ZkCluster::start(server_config(3, 384)).await.map_err(|e| e.to_string())?;
+                follower = Some(peers::a_follower(&ens).await?);
+                ensemble = Some(ens);
+            }
+            Step::EnsembleRawWrite => {
+                let ens = ensemble.as_ref().ok_or("no ensemble")?;
+                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let row;
+                (ensemble_raw_p50, row) = raw_write("ensemble-raw-write", &t, &plan).await?;
+                rows.push(row);
             }
             Step::EnsembleWarmup(peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target::direct(ens);
+                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
                 peers::contend(&t, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
                     .await?;
             }
             Step::EnsembleUncontended(r, peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let c =
-                    peers::contend(&Target::direct(ens), peer, 1, plan.secs, &path("uncontended"), &scratch)
-                        .await?;
+                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
                 rows.push(measured("ensemble-uncontended", peer, 1, r, c, stats::cycles));
             }
             Step::EnsembleContended(r, peer) => {
                 let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target::direct(ens);
+                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
                 let c = peers::contend(&t, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
                     .await?;
                 rows.push(measured("ensemble-contended", peer, plan.ensemble_n, r, c, stats::handoffs));
@@ -665,6 +679,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         plan: &plan,
         raw_p50_ns: raw_p50,
         network_raw_p50_ns: network_raw_p50,
+        ensemble_raw_p50_ns: ensemble_raw_p50,
+        ensemble_follower: follower.as_ref().map(|f| f.0),
         zk_version,
         reaper_ms: REAPER_INTERVAL_MS,
     };

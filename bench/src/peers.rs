@@ -546,6 +546,14 @@ pub async fn raw_create_delete(target: &Target<'_>, secs: f64) -> Result<Vec<u64
     Ok(cycles)
 }
 
+/// A follower of `zk` (its index and its connect string), once the ensemble has a leader.
+pub async fn a_follower(zk: &ZkCluster) -> Result<(usize, String), String> {
+    let leader = zk.wait_for_leader().await.map_err(|e| e.to_string())?;
+    let i = (0..zk.len()).find(|&i| i != leader).ok_or("the ensemble has no follower")?;
+    let addr = zk.client_addr(i).map_err(|e| e.to_string())?;
+    Ok((i, addr.to_string()))
+}
+
 /// What a cycling run (many locks, per-order locks) produced.
 pub struct Cycles {
     pub count: u64,

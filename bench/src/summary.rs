@@ -12,6 +12,10 @@ pub struct Context<'a> {
     pub raw_p50_ns: u64,
     /// The raw create → delete cycle through the network scenarios' proxy (0 when not run).
     pub network_raw_p50_ns: u64,
+    /// The raw create → delete cycle through the ensemble's follower (0 when not run).
+    pub ensemble_raw_p50_ns: u64,
+    /// The ensemble server every ensemble client connects to (a follower).
+    pub ensemble_follower: Option<usize>,
     pub zk_version: String,
     pub reaper_ms: u64,
 }
@@ -233,6 +237,14 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
              delays each byte {} µs each way; raw write round trip through it: {:.0} µs (p50)",
             crate::NETWORK_ONE_WAY.as_micros(),
             cx.network_raw_p50_ns as f64 / 2000.0
+        );
+    }
+    if let Some(i) = cx.ensemble_follower {
+        let _ = writeln!(
+            s,
+            "- \"3-node ensemble\" rows: every client connects to the same follower (server {i}), so each \
+             write is forwarded to the leader; raw write round trip there: {:.0} µs (p50)",
+            cx.ensemble_raw_p50_ns as f64 / 2000.0
         );
     }
     let _ =

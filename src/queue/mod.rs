@@ -7,15 +7,16 @@
 //! Costs, per acquisition:
 //! * the create and the first listing are pipelined (sent back to back; ZooKeeper answers a
 //!   session's requests in order, so the listing includes our node): one round trip;
-//! * when the session's recent joins found their parent missing (see [`ParentHint`]), and after
-//!   a missing parent, the parent's create, ours and the listing go back to back: a fresh lock
-//!   path (one per order id) costs one round trip and no failed create;
+//! * when the session's recent joins found their parent missing (see `session/guess.rs`), and
+//!   after a missing parent, the parent's create, ours and the listing go back to back: a fresh
+//!   lock path (one per order id) costs one round trip and no failed create;
 //! * every node of ours carries a data watch (unless a lock turns it off), sent as soon as the
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
-//!   revocation request. On a guessed fresh path (above), the listing's child watch on the new
-//!   parent stands in for it while we hold and nobody else joins (see
-//!   `entry::own_watch_from_listing`); a waiter there sets the data watch as anywhere, and the
-//!   child watch's one event, if it comes, costs no request;
+//!   revocation request. On a guessed fresh path (above), and in a session whose recent joins
+//!   found their node alone (an idle lock), the listing's child watch on the parent stands in
+//!   for it while we hold and nobody else joins (see `entry::own_watch_from_listing`); a waiter
+//!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
+//!   it comes, costs no request;
 //! * a waiter watches one node with a data watch, never the parent's children (no herd); a
 //!   rule may name a second, further ahead ([`Admission::lookahead`]: a mutex's waiter watches
 //!   the node two ahead too), so that a deletion notifies at most two waiters. Watches that
@@ -349,13 +350,22 @@ impl Queue {
         let create_path = self.root.child(&node_prefix);
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
-        let hint = &self.session.shared().parent_hint;
+        let shared = self.session.shared();
+        let hint = &shared.guesses.parent_missing;
+        // See `session/guess.rs`: the listing's child watch may stand in for the data watch on
+        // our node when this session's recent joins found their node alone, or (below) on a
+        // guessed fresh path; never when a data watch is needed from the start (revocable
+        // locks, the lock delay's release marks) or when the listing must read the root's
+        // version (a root that carries data).
+        let stand_in =
+            self.watch_own && !self.data_watch_only && self.lock_delay.is_none() && self.root_data.is_none();
+        let expect_idle = stand_in && shared.guesses.idle.expect();
         let mut parent_races = 0;
-        // See `ParentHint`. When the parent is probably missing, its create goes out just before
+        // See `session/guess.rs`. When the parent is probably missing, its create goes out just before
         // ours (and the listing after it): a fresh path costs one round trip and no failed
         // create. A root that must carry data is made by `make_parents` instead, so there our
         // create goes alone first.
-        let expect_missing = hint.expect_missing();
+        let expect_missing = hint.expect();
         let mut alone = expect_missing && self.root_data.is_some();
         // The parent's create goes out just before ours: on the hint, or after a missing parent.
         let mut parent_first = expect_missing && self.root_data.is_none();
@@ -371,10 +381,9 @@ impl Queue {
             // (The request goes out when the client's method is called, not when its future is
             // first polled: each is called here, outside the `async` block that maps its answer.)
             //
-            // On a guessed fresh path, the listing carries a child watch that stands in for the
-            // data watch on our node (see `own_watch_from_listing`), unless a data watch is
-            // needed from the start (revocable locks, the lock delay's release marks).
-            let child_watch = guessed && self.watch_own && !self.data_watch_only && self.lock_delay.is_none();
+            // On a guessed fresh path or idle lock, the listing carries a child watch that stands
+            // in for the data watch on our node (see `own_watch_from_listing`).
+            let child_watch = stand_in && (guessed || expect_idle);
             let state = child_watch.then(|| client.state_watcher());
             let listing = (!alone).then(|| match (&self.root_data, child_watch) {
                 (None, false) => {
@@ -455,6 +464,9 @@ impl Queue {
                     let (children, root) = match listed {
                         Some((children, root, watcher)) => {
                             self.counters.bump(Count::Listing);
+                            if stand_in {
+                                shared.guesses.idle.note(children.len() == 1);
+                            }
                             if let (Some(watcher), Some(state)) = (watcher, state) {
                                 let (event, check) = entry::own_watch_from_listing(watcher, state);
                                 (entry.own.event, entry.own.check) = (Some(event), Some(check));

@@ -8,9 +8,9 @@
 
 mod connect;
 mod driver;
+mod guess;
 mod listeners;
 mod nodelay;
-mod parent_hint;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]

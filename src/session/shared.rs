@@ -11,9 +11,9 @@ use zookeeper_client::Client;
 
 use super::connect::{server_addresses, ConnectOptions};
 use super::driver::{Driver, Job};
+use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
 use super::nodelay;
-use super::parent_hint::ParentHint;
 use crate::error::{Error, Result};
 use crate::status::{ConnectionState, SessionStatus};
 use crate::util::lock;
@@ -37,8 +37,8 @@ pub(crate) struct Shared {
     pub(super) nodes: Mutex<std::collections::HashSet<String>>,
     /// Holds told of every state change (see [`Listener`]).
     listeners: Arc<Mutex<Listeners>>,
-    /// Whether recent joins found their lock's parent missing.
-    pub(crate) parent_hint: ParentHint,
+    /// What recent joins found: missing parents, their node alone (see `guess.rs`).
+    pub(crate) guesses: Guesses,
     /// Drives what holds leave running (the watches on their nodes) on one task.
     driver: Driver,
     pub(super) supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -81,7 +81,7 @@ impl Shared {
             },
             nodes: Mutex::default(),
             listeners: Arc::default(),
-            parent_hint: ParentHint::default(),
+            guesses: Guesses::default(),
             driver: Driver::default(),
             supervisor: Mutex::new(None),
         })

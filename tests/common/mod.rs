@@ -136,6 +136,21 @@ pub fn watchers<'a>(listing: &'a str, path: &str) -> impl Iterator<Item = i64> +
     })
 }
 
+/// A round trip on `session`'s own connection: ZooKeeper processes a session's requests in
+/// order, so every request the session sent before (a watch sent behind a create, never waited
+/// for) has been processed once this returns.
+pub async fn sync_session(session: &Session) {
+    let _ = raw(session).check_stat("/").await;
+}
+
+/// Whether `session` has a data watch on `path` on the server (node 0's `wchp`, which lists data
+/// watches only: a child watch on a parent does not show).
+pub async fn has_data_watch(zk: &ZkCluster, path: &str, session: i64) -> bool {
+    let listing = zk.four_letter(0, "wchp").await.expect("wchp");
+    let found = watchers(&listing, path).any(|s| s == session);
+    found
+}
+
 /// The children of `path` (empty if it does not exist).
 pub async fn children(client: &Client, path: &str) -> Vec<String> {
     match client.list_children(path).await {
