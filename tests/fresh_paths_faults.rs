@@ -68,33 +68,7 @@ async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
     learn_fresh_paths(&waiter_session, "/rev-c").await;
     for round in 0..10 {
         let path = format!("/rev-c/o{round}");
-        let holder = InterProcessMutex::new(&holder_session, &path).unwrap().acquire().await.unwrap();
-        let holder_node = holder.node_path().to_string();
-        let waiter = InterProcessMutex::new(&waiter_session, &path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
-        // A waiter sets the data watch on its node (sent before the one on the holder's), even
-        // where its join's listing set a child watch: that one is not its own-node watch.
-        let queue = waiter.participants().await.unwrap();
-        let waiter_node = format!("{path}/{}", queue[1].node);
-        assert!(
-            has_data_watch(&zk, &waiter_node, raw(&waiter_session).session_id().0).await,
-            "round {round}"
-        );
-        proxy.hold_requests();
-        holder.release().await.unwrap();
-        let entered = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
-        proxy.heal();
-        let guard = match entered {
-            Ok(joined) => joined.unwrap().unwrap(),
-            Err(_) => panic!("round {round}: the waiter did not enter on the notification alone"),
-        };
-        assert_eq!(guard.current_status(), LockStatus::Held);
-        guard.release().await.unwrap();
-        waiter.settled().await;
+        enters_on_the_notification_alone(&zk, &proxy, (&holder_session, &waiter_session), &path, round).await;
         // Keeps the hint up: the waiter's guess above met an existing parent.
         InterProcessMutex::new(&waiter_session, &format!("/rev-c/keep{round}"))
             .unwrap()

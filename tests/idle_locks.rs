@@ -75,6 +75,26 @@ async fn an_idle_lock_holder_with_a_contender_behind_watches_its_data_and_hears_
     }
 }
 
+/// docs/how-it-works.md, "A handoff on the notification alone", for a waiter whose session
+/// guessed the lock idle (a wrong guess: its listing set a child watch that the holder's
+/// deletion fires too): it enters on that deletion without a request, round after round (each
+/// round's idle cycles turn the guess on again; that they do is what
+/// `an_idle_lock_holder_watches_no_data_and_still_hears_its_node_deleted` shows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_guessed_idle_enters_on_the_notification_alone() {
+    let zk = standalone().await;
+    let proxy = zk.proxy().expect("a proxy");
+    let holder = session(&zk.connect_string()).await;
+    let waiter = session(&proxy.connect_string()).await;
+    let path = "/idle-e/lock";
+    for round in 0..5 {
+        learn_idle(&waiter, path).await;
+        enters_on_the_notification_alone(&zk, &proxy, (&holder, &waiter), path, round).await;
+    }
+    holder.close().await;
+    waiter.close().await;
+}
+
 /// A wrong guess: a session that learned the lock idle joins behind a holder (its listing set a
 /// child watch it does not need). Its node deleted from outside, it is told so and never enters,
 /// and its next join, having found company, sets the data watch on its node from the start.

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use zk_recipes::zookeeper_client::{Acls, Client, CreateMode, SessionState};
 use zk_recipes::{ConnectionState, Session};
-use zk_testcluster::ZkCluster;
+use zk_testcluster::{FaultProxy, ZkCluster};
 
 /// A guard against hangs, not a speed assertion: every awaited event gets this much.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -453,6 +453,45 @@ impl Waiter {
     pub fn delays(&self) -> Vec<&zk_recipes::QueueEvent> {
         self.events().into_iter().filter(|e| matches!(e, zk_recipes::QueueEvent::LockDelay { .. })).collect()
     }
+}
+
+/// docs/how-it-works.md, "A handoff on the notification alone", for a waiter whose session
+/// guessed (a fresh path, an idle lock): `holder` takes `path`, `waiter` (connected through
+/// `proxy`) queues behind it, and must enter on the holder's deletion without a request (the
+/// proxy holds back everything it sends meanwhile). Its join's listing set a child watch, which
+/// that deletion fires too; the waiter sets the data watch on its node as on any path
+/// (asserted) and does not act on the child watch.
+pub async fn enters_on_the_notification_alone(
+    zk: &ZkCluster,
+    proxy: &FaultProxy,
+    (holder, waiter): (&Session, &Session),
+    path: &str,
+    round: usize,
+) {
+    let held = zk_recipes::InterProcessMutex::new(holder, path).unwrap().acquire().await.unwrap();
+    let holder_node = held.node_path().to_string();
+    let mutex = zk_recipes::InterProcessMutex::new(waiter, path).unwrap();
+    let waiting = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { mutex.acquire().await }
+    });
+    until_watched(zk, "the waiter to watch the holder's node", &holder_node).await;
+    // A waiter sets the data watch on its node (sent before the one on the holder's), even
+    // where its join's listing set a child watch: that one is not its own-node watch.
+    let queue = mutex.participants().await.unwrap();
+    let waiter_node = format!("{path}/{}", queue[1].node);
+    assert!(has_data_watch(zk, &waiter_node, raw(waiter).session_id().0).await, "round {round}");
+    proxy.hold_requests();
+    held.release().await.unwrap();
+    let entered = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+    proxy.heal();
+    let guard = match entered {
+        Ok(joined) => joined.unwrap().unwrap(),
+        Err(_) => panic!("round {round}: the waiter did not enter on the notification alone"),
+    };
+    assert_eq!(guard.current_status(), zk_recipes::LockStatus::Held);
+    guard.release().await.unwrap();
+    mutex.settled().await;
 }
 
 /// Teaches `s` that its joins meet missing parents (the session's parent hint), on fresh paths
