@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::*;
 use zk_recipes::{Error, InterProcessMutex, LockStatus, Session};
 
@@ -149,28 +147,7 @@ async fn sessions_that_all_guess_idle_exclude_each_other() {
         for s in &sessions {
             learn_idle(s, path).await;
         }
-        let overlap = Arc::new(Overlap::default());
-        let mut tasks = Vec::new();
-        for s in &sessions {
-            for _ in 0..2 {
-                let (mutex, overlap, c) = (InterProcessMutex::new(s, path).unwrap(), overlap.clone(), raw(s));
-                tasks.push(tokio::spawn(async move {
-                    let guard = mutex.acquire().await.unwrap();
-                    overlap.enter();
-                    let _ = c.list_children(path).await;
-                    assert_eq!(guard.current_status(), LockStatus::Held);
-                    overlap.exit();
-                    guard.release().await.unwrap();
-                    mutex.settled().await;
-                }));
-            }
-        }
-        for task in tasks {
-            within("a contender", task).await.unwrap();
-        }
-        assert_eq!(overlap.violations(), 0, "round {round}");
-        assert_eq!(overlap.entries(), 6);
-        assert!(children(&admin, path).await.is_empty(), "round {round}");
+        exclusion_round(&sessions, &admin, path, round).await;
     }
     for s in sessions {
         s.close().await;

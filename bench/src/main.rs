@@ -505,6 +505,11 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     for step in steps {
         progress.step(&describe(step, &plan));
         let zk = || standalone.as_ref().ok_or_else(|| "the standalone server is gone".to_string());
+        // The ensemble, reached through its follower (see `follower` above).
+        let on_follower = || -> Result<Target<'_>, String> {
+            let zk = ensemble.as_ref().ok_or("no ensemble")?;
+            Ok(Target { zk, connect: follower.as_ref().ok_or("no follower")?.1.clone() })
+        };
         match step {
             Step::Warmup(peer) => {
                 peers::contend(
@@ -614,27 +619,23 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 ensemble = Some(ens);
             }
             Step::EnsembleRawWrite => {
-                let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let t = on_follower()?;
                 let row;
                 (ensemble_raw_p50, row) = raw_write("ensemble-raw-write", &t, &plan).await?;
                 rows.push(row);
             }
             Step::EnsembleWarmup(peer) => {
-                let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let t = on_follower()?;
                 peers::contend(&t, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
                     .await?;
             }
             Step::EnsembleUncontended(r, peer) => {
-                let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let t = on_follower()?;
                 let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
                 rows.push(measured("ensemble-uncontended", peer, 1, r, c, stats::cycles));
             }
             Step::EnsembleContended(r, peer) => {
-                let ens = ensemble.as_ref().ok_or("no ensemble")?;
-                let t = Target { zk: ens, connect: follower.as_ref().ok_or("no follower")?.1.clone() };
+                let t = on_follower()?;
                 let c = peers::contend(&t, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
                     .await?;
                 rows.push(measured("ensemble-contended", peer, plan.ensemble_n, r, c, stats::handoffs));

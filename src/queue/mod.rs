@@ -361,9 +361,9 @@ impl Queue {
             self.watch_own && !self.data_watch_only && self.lock_delay.is_none() && self.root_data.is_none();
         let expect_idle = stand_in && shared.guesses.idle.expect();
         let mut parent_races = 0;
-        // See `session/guess.rs`. When the parent is probably missing, its create goes out just before
-        // ours (and the listing after it): a fresh path costs one round trip and no failed
-        // create. A root that must carry data is made by `make_parents` instead, so there our
+        // See `session/guess.rs`. When the parent is probably missing, its create goes out just
+        // before ours (and the listing after it): a fresh path costs one round trip and no
+        // failed create. A root that must carry data is made by `make_parents` instead, so there our
         // create goes alone first.
         let expect_missing = hint.expect();
         let mut alone = expect_missing && self.root_data.is_some();

@@ -494,6 +494,36 @@ pub async fn enters_on_the_notification_alone(
     mutex.settled().await;
 }
 
+/// One round of mutual exclusion on `path`: two tasks per session in `sessions` contend at once,
+/// each holding while it makes a request; asserts no overlap, every task entered, and no node
+/// left behind (`tests/fresh_paths_faults.rs`, `tests/idle_locks.rs`: sessions that guess).
+pub async fn exclusion_round(sessions: &[Session], admin: &Client, path: &str, round: usize) {
+    let overlap = std::sync::Arc::new(Overlap::default());
+    let mut tasks = Vec::new();
+    for s in sessions {
+        for _ in 0..2 {
+            let (mutex, overlap, c) =
+                (zk_recipes::InterProcessMutex::new(s, path).unwrap(), overlap.clone(), raw(s));
+            let path = path.to_string();
+            tasks.push(tokio::spawn(async move {
+                let guard = mutex.acquire().await.unwrap();
+                overlap.enter();
+                let _ = c.list_children(&path).await;
+                assert_eq!(guard.current_status(), zk_recipes::LockStatus::Held);
+                overlap.exit();
+                guard.release().await.unwrap();
+                mutex.settled().await;
+            }));
+        }
+    }
+    for task in tasks {
+        within("a contender", task).await.unwrap();
+    }
+    assert_eq!(overlap.violations(), 0, "round {round}");
+    assert_eq!(overlap.entries(), 2 * sessions.len());
+    assert!(children(admin, path).await.is_empty(), "round {round}");
+}
+
 /// Teaches `s` that its joins meet missing parents (the session's parent hint), on fresh paths
 /// under `base`: its next joins guess a fresh path (`tests/fresh_paths*.rs`).
 pub async fn learn_fresh_paths(s: &Session, base: &str) {
