@@ -540,13 +540,16 @@ async fn after_a_reconnection_a_woken_waiter_reads_its_node_again() {
     let holder_session = common::session(&zk.connect_string()).await;
     let waiter_session = common::session(&proxy.connect_string()).await;
     let waiter = InterProcessMutex::new(&waiter_session, path).unwrap();
+    // Replies reach the waiter late: the server has set a watch well before the waiter knows.
+    proxy.set_reply_latency(Duration::from_millis(100));
     for deleted_meanwhile in [false, true] {
         let holder = InterProcessMutex::new(&holder_session, path).unwrap().acquire().await.unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        common::until_watched(&zk, "the waiter to watch the holder", holder.node_path()).await;
+        // `Queued` comes once the waiter has the replies to its watches. A watch whose reply the
+        // outage took was never set as far as the waiter knows: it lists again instead (its node
+        // in that listing is the look it takes). The server shows a watch before its reply gets
+        // here (`until_watched`): not the moment to cut.
+        let mut waiting = common::Waiter::lock(waiter.clone(), None);
+        waiting.queued().await;
         let rereads = waiter.stats().own_rereads;
         let mut events = waiter_session.events();
         // Bytes stop, then the connection goes: the client reconnects once the proxy heals.
@@ -562,11 +565,11 @@ async fn after_a_reconnection_a_woken_waiter_reads_its_node_again() {
             while events.recv().await.unwrap().state != ConnectionState::Reconnected {}
         })
         .await;
-        let outcome = within("the waiter", waiting).await.unwrap();
+        let outcome = waiting.result().await;
         if deleted_meanwhile {
             assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
         } else {
-            let guard = outcome.unwrap();
+            let guard = outcome.unwrap().expect("no timeout was given");
             assert_eq!(waiter.stats().own_rereads, rereads + 1, "entered without reading its node");
             guard.release().await.unwrap();
         }
