@@ -199,3 +199,68 @@ async fn a_waiter_behind_the_head_enters_on_the_notification_alone() {
     holder_session.close().await;
     waiter_session.close().await;
 }
+
+/// A semaphore's first waiter, which any holder's release may admit, waits on one child watch
+/// on the semaphore's root, set by a listing (a request and its reply), where a data watch on
+/// each of its 6 holders cost 6 requests. From before its join to its `Queued` event, the
+/// server counts 14 packets: five requests and their replies (the create and the listing, the
+/// own-node watch, the listing with the child watch, the read of the head's id for the event)
+/// and the count's own. With a data watch on each holder it counted 24.
+/// Once admitted, it keeps the child watch set by its last listing until it fires, rather than
+/// drop it: a dropped watch is removed with a request and its reply, and the server no longer
+/// counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphores_first_waiter_waits_on_one_child_watch_and_keeps_it_once_admitted() {
+    const HOLDERS: usize = 6;
+    let zk = standalone().await;
+    let mut sessions = Vec::new();
+    for _ in 0..=HOLDERS {
+        sessions.push(session(&zk.connect_string()).await);
+    }
+    // The holders watch nothing, so that the server's watch count is the waiter's alone.
+    let unwatched = LockOptions::new().watch_own_node(false);
+    let waiter_session = &sessions[HOLDERS];
+    let semaphore =
+        zk_recipes::InterProcessSemaphore::new(waiter_session, "/costs/first-waiter", HOLDERS as u32)
+            .unwrap();
+    // The waiter's handle has checked the root's maximum: it is not read again.
+    semaphore.acquire().await.unwrap().release().await.unwrap();
+    let mut holds = Vec::new();
+    for s in &sessions[..HOLDERS] {
+        let semaphore = zk_recipes::InterProcessSemaphore::with_options(
+            s,
+            "/costs/first-waiter",
+            HOLDERS as u32,
+            unwatched.clone(),
+        )
+        .unwrap();
+        holds.push(semaphore.acquire().await.unwrap());
+    }
+    let before = packets(&zk).await;
+    let mut waiter = Waiter::leases(semaphore, 1);
+    waiter.queued().await;
+    let used = packets(&zk).await - before;
+    // Slack for two pings.
+    assert!((10..=14 + 4).contains(&used), "{used} packets from the waiter's join to its wait");
+
+    sync_session(waiter_session).await;
+    let watches = zk.mntr(0).await.expect("mntr").watch_count();
+    holds.remove(0).release().await.unwrap();
+    let held =
+        within("the waiter's turn", waiter.task).await.unwrap().unwrap().expect("no timeout was given");
+    // Anything the waiter's client sent on admission (a removal) is processed by now.
+    sync_session(waiter_session).await;
+    // The release fired the waiter's child watch, and its last listing set it again.
+    assert_eq!(
+        zk.mntr(0).await.expect("mntr").watch_count(),
+        watches,
+        "the admitted waiter's child watch is kept"
+    );
+    held.release().await.unwrap();
+    for hold in holds {
+        hold.release().await.unwrap();
+    }
+    for s in &sessions {
+        s.close().await;
+    }
+}

@@ -569,12 +569,16 @@ impl Queue {
         let mut seen = std::collections::HashMap::new();
         // Watches set in an earlier round that have not fired: kept, not set again.
         let mut armed = Armed::new();
+        // A first waiter's child watch on the root, set by its latest listing (see
+        // `watch_children`); not fired yet.
+        let mut listed: Option<ArmedWatch> = None;
         loop {
             let (watched, decision, report) = {
                 let (queue, me, decision) = self.decide(entry, rule, &children)?;
                 let watched: Vec<String> = match decision {
                     Decision::Proceed => {
                         tracing::debug!(position = me, "admitted");
+                        self.keep_leftovers(entry, &mut armed, listed.take());
                         self.hold_back(entry, progress).await?;
                         return self.admitted(entry, rule, &queue, me).await;
                     }
@@ -624,6 +628,10 @@ impl Queue {
                 }
                 entry.own.from_listing = false;
             }
+            if self.watches_children(decision) {
+                children = self.watch_children(entry, &mut listed, report, progress).await?;
+                continue;
+            }
             let woke = self.until_any_gone(entry, &watched, &mut seen, &mut armed, report, progress).await?;
             // The node ahead was the head at our listing and is gone: nodes created since are
             // behind us, so we are the head now, if our own node still exists (someone may have
@@ -651,6 +659,7 @@ impl Queue {
                     progress.vanished_unclean(delay, &watched[at]);
                     entry.mark.hold_back(delay);
                 }
+                self.keep_leftovers(entry, &mut armed, listed.take());
                 return self.hold_back(entry, progress).await;
             }
             children = self.list_on(&entry.conn).await?;
@@ -675,6 +684,74 @@ impl Queue {
                     }
                 }
             }
+        }
+    }
+
+    /// Once admitted: the watches that have not fired (on nodes ahead, or a first waiter's child
+    /// watch on the root, `listed`) are kept until they fire, by the session. Dropped, each
+    /// would cost a request to remove it; kept, its one event.
+    fn keep_leftovers(&self, entry: &Entry, armed: &mut Armed, listed: Option<ArmedWatch>) {
+        let mut leftovers: Vec<_> =
+            armed.drain().map(|(name, watch)| (self.root.child(&name), watch)).collect();
+        leftovers.extend(listed.map(|watch| (self.root.as_str().to_string(), watch)));
+        entry.conn.keep_until_fired(leftovers);
+    }
+
+    /// Whether a waiter under `decision` waits on a child watch on the root (see
+    /// [`Queue::watch_children`]) rather than a data watch on each node it waits for: a first
+    /// waiter that any of several holders may admit, when no lock delay needs to know how each
+    /// one left (a clean release is a data change: see `wait_turn`).
+    fn watches_children(&self, decision: Decision) -> bool {
+        matches!(decision, Decision::WaitAny { upto } if upto >= 2) && self.lock_delay.is_none()
+    }
+
+    /// A first waiter that any of several holders may admit (a semaphore's) waits for a change
+    /// of the root's children, and lists them again with a new child watch: one listing per
+    /// change, where a data watch on every holder costs a request per holder and leaves the
+    /// others' to remove or to fire. The first time (`listed` empty: the last listing set no
+    /// watch), it lists at once. Only the first waiter watches the children: a change notifies
+    /// it, and at most the waiters admitted since the last change, whose watches are kept until
+    /// they fire (no herd). A listing and its watch are one step on the server: no change
+    /// after it is missed. (A watch set by an earlier listing than the one decided on fires for
+    /// changes that listing shows already: one listing more, nothing missed.)
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the entry stays intact; the child watch is dropped (removed).
+    async fn watch_children(
+        &self,
+        entry: &mut Entry,
+        listed: &mut Option<ArmedWatch>,
+        report: Option<(bool, usize, String)>,
+        progress: &mut Progress<'_>,
+    ) -> Result<Vec<String>> {
+        if let Some(watch) = listed.take() {
+            if let Some((first, ahead, head)) = report {
+                let holder = entry.conn.client.get_data(&self.root.child(&head)).await.ok();
+                let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
+                // Reported once we watch: whatever the caller does on hearing it, we will see.
+                self.report_wait(&entry.name, progress, (first, ahead), holder, &head);
+            }
+            let event = while_ours_stands(entry, watch).await?;
+            if event.event_type == EventType::Session {
+                return Err(session_error(event.session_state));
+            }
+            self.counters.bump(Count::Wakeup);
+        }
+        self.list_watching(entry, listed).await
+    }
+
+    /// Lists the root's children with a child watch, kept in `listed` (see
+    /// [`Queue::watch_children`]).
+    async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
+        self.counters.bump(Count::Listing);
+        let client = entry.conn.client.clone();
+        match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
+            Ok((children, watcher)) => {
+                *listed = Some(Box::pin(watcher.changed()));
+                Ok(children)
+            }
+            Err(ZkError::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
         }
     }
 

@@ -13,7 +13,9 @@ pub(crate) enum Decision {
     /// listing is needed).
     Wait { on: usize, then_proceed: bool },
     /// It must wait until any of the nodes at indexes `0..upto` is gone, then look again (a
-    /// semaphore's first waiter watches every holder, and wakes on whichever releases first).
+    /// semaphore's first waiter, woken by whichever holder releases first). The engine watches
+    /// the one node with a data watch, and several with a child watch on the root (one listing
+    /// per change: `Queue::watch_children`), or with a data watch on each under a lock delay.
     WaitAny { upto: usize },
 }
 

@@ -31,11 +31,12 @@ fn weight(node: &QueueNode, max: u64) -> u64 {
 /// prefix of the queue whose total weight is at most `max`. Strict FIFO: a large request at the
 /// front is not overtaken by smaller ones behind it.
 ///
-/// Any release may admit the first waiter, so the first waiter watches every holder and wakes
-/// on whichever releases first (as Curator's `InterProcessSemaphoreV2`, whose one waiter at a
-/// time watches the lease children). Only it does: every later waiter watches the waiter just
-/// ahead of it, which touches its node's data once admitted, so waking stays one at a time (no
-/// herd).
+/// Any release may admit the first waiter, so the first waiter wakes on whichever holder
+/// releases first: it watches the lease children, with the child watch of a listing (as
+/// Curator's `InterProcessSemaphoreV2`, whose one waiter at a time watches them), or the one
+/// holder's node when only one is ahead, or every holder's node under a lock delay. Only it
+/// does: every later waiter watches the waiter just ahead of it, which touches its node's data
+/// once admitted, so waking stays one at a time (no herd).
 struct Weighted {
     max: u64,
 }

@@ -1,6 +1,7 @@
 //! One task per session that drives the small futures a session's holds leave running (one
 //! follows the data watch on a held node, another times a hold's `max_hold`), so that holding
-//! many locks costs no task per hold.
+//! many locks costs no task per hold; and the watches admitted waiters no longer need, kept
+//! until they fire (see `parked.rs`).
 //!
 //! A job is a future that owns what it needs and ends by itself (its hold was released, lost,
 //! or dropped). The task starts with the first job and ends once the session is gone and its
@@ -13,6 +14,7 @@ use std::sync::Mutex;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::sync::mpsc;
 
+use super::parked::Parked;
 use crate::util::lock;
 
 /// A future driven to its end by the session's task.
@@ -22,9 +24,22 @@ pub(crate) type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 #[derive(Default)]
 pub(crate) struct Driver {
     jobs: Mutex<Option<mpsc::UnboundedSender<Job>>>,
+    /// The watches kept until they fire.
+    parked: Parked,
 }
 
 impl Driver {
+    /// Keeps `watches` (of generation `generation`, each with the path it watches) until they
+    /// fire, on the session's task: one per path (see `parked.rs`).
+    pub fn keep_until_fired<W>(&self, generation: u64, watches: Vec<(String, W)>)
+    where
+        W: Future + Send + 'static,
+    {
+        if let Some(job) = self.parked.keep(generation, watches) {
+            self.drive(Box::pin(job));
+        }
+    }
+
     /// Hands `job` to the session's task (starting it on the current runtime if needed).
     pub fn drive(&self, job: Job) {
         let mut jobs = lock(&self.jobs);

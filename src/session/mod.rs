@@ -11,6 +11,7 @@ mod driver;
 mod guess;
 mod listeners;
 mod nodelay;
+mod parked;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]

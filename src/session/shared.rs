@@ -39,7 +39,8 @@ pub(crate) struct Shared {
     listeners: Arc<Mutex<Listeners>>,
     /// What recent joins found: missing parents, their node alone (see `guess.rs`).
     pub(crate) guesses: Guesses,
-    /// Drives what holds leave running (the watches on their nodes) on one task.
+    /// Drives what holds and admitted waiters leave running (the watches on their nodes, the
+    /// watches they no longer need) on one task.
     driver: Driver,
     pub(super) supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -304,6 +305,22 @@ impl Conn {
     pub fn untrack(&self, path: &str) {
         if let Some(shared) = self.shared() {
             shared.untrack(path);
+        }
+    }
+
+    /// Keeps one-shot watches of this generation that are no longer needed (each with the path
+    /// it watches) until they fire, on the session's task: dropped unfired, each would be
+    /// removed with a request of its own. See `parked.rs`. With the session gone, they are
+    /// dropped.
+    pub fn keep_until_fired<W>(&self, watches: Vec<(String, W)>)
+    where
+        W: std::future::Future + Send + 'static,
+    {
+        if watches.is_empty() {
+            return;
+        }
+        if let Some(shared) = self.shared() {
+            shared.driver.keep_until_fired(self.generation, watches);
         }
     }
 
