@@ -72,12 +72,14 @@ async fn an_observer_keeps_one_watch_on_the_leader_only() {
     let contenders = session(&connect).await;
     let (first, _) = leading(&contenders, path, "p0").await;
     let mut others = Vec::new();
+    // One at a time: `start` joins on a task of its own, so latches started together join in
+    // any order, and p1 must be next after p0.
     for i in 1..5 {
         let latch = LeaderLatch::new(&contenders, path, &format!("p{i}")).unwrap();
         latch.start().unwrap();
         others.push(latch);
+        eventually("queued", || async { first.participants().await.unwrap().len() == i + 1 }).await;
     }
-    eventually("five queued", || async { first.participants().await.unwrap().len() == 5 }).await;
 
     let observer_session = session(&connect).await;
     let me = observer_session.client().unwrap().session_id().0;
