@@ -17,10 +17,13 @@
 //!   for it while we hold and nobody else joins (see `entry::own_watch_from_listing`); a waiter
 //!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
 //!   it comes, costs no request;
-//! * a waiter watches one node with a data watch, never the parent's children (no herd); a
-//!   rule may name a second, further ahead ([`Admission::lookahead`]: a mutex's waiter watches
-//!   the node two ahead too), so that a deletion notifies at most two waiters. Watches that
-//!   have not fired are kept from one round to the next, not set again;
+//! * a waiter watches one node with a data watch (no herd); a rule may name a second, further
+//!   ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead too), so that
+//!   a deletion notifies at most two waiters. Watches that have not fired are kept from one
+//!   round to the next, not set again, and once admitted until they fire. The one waiter that
+//!   watches the parent's children is a semaphore's first waiter, which any of several holders
+//!   may admit ([`Queue::watch_children`]): every change of the children wakes it, a join
+//!   behind it included;
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
 //!   us the head (sequence numbers only grow), so we proceed on that notification alone, with no
 //!   request after it: such a waiter also watches its own node, set just before the watch on the
@@ -555,8 +558,8 @@ impl Queue {
     /// node was created), reporting to `progress` and keeping the lock delay's account there.
     ///
     /// # Cancel safety
-    /// Cancel-safe: the entry is borrowed and stays intact; only the watch on the node ahead is
-    /// dropped.
+    /// Cancel-safe: the entry is borrowed and stays intact; only the watches on the nodes ahead
+    /// (or a first waiter's child watch) are dropped.
     pub async fn wait_turn(
         &self,
         entry: &mut Entry,
@@ -708,7 +711,8 @@ impl Queue {
     /// A first waiter that any of several holders may admit (a semaphore's) waits for a change
     /// of the root's children, and lists them again with a new child watch: one listing per
     /// change, where a data watch on every holder costs a request per holder and leaves the
-    /// others' to remove or to fire. The first time (`listed` empty: the last listing set no
+    /// others' to remove or to fire. Any change wakes it, a join behind it or a waiter giving up
+    /// included: a notification and a listing each. The first time (`listed` empty: the last listing set no
     /// watch), it lists at once. Only the first waiter watches the children: a change notifies
     /// it, and at most the waiters admitted since the last change, whose watches are kept until
     /// they fire (no herd). A listing and its watch are one step on the server: no change

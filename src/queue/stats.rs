@@ -12,7 +12,8 @@ pub struct QueueStats {
     pub creates: u64,
     /// Listings of the lock path's children (the first one of each acquisition included).
     pub listings: u64,
-    /// Watch events received on a node ahead of us: wake-ups.
+    /// Watch events received on a node ahead of us: wake-ups. (A semaphore's first waiter
+    /// watches the path's children: any change of them counts, a join behind it included.)
     pub wakeups: u64,
     /// Admissions without a new listing, thanks to the head-of-queue rule.
     pub relists_saved: u64,

@@ -9,17 +9,32 @@
 //!
 //! Invariants:
 //! * At most one watch is kept per path and generation: another one on a path already kept is
-//!   dropped, which sends no request (the kept one still waits on that path). So what is kept is
-//!   bounded by the nodes that still stand, however many holds come and go.
+//!   dropped, which sends no request while the kept one still waits on that path (if the kept
+//!   one has just fired and its future has not run yet, the drop costs the removal it would
+//!   have cost anyway). So what is kept is bounded by the nodes that still stand, however many
+//!   holds come and go.
 //! * Every kept watch ends: when what it watches changes (a node deleted, its data or its
 //!   children changed), or at the latest with its session (the client tells every watcher of
-//!   its session's end). Its path is then let go.
+//!   its session's end). Its path is then let go, as it is if the future is dropped unfired
+//!   (the session's task ended with its runtime).
 
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use crate::util::lock;
+
+/// One kept watch's place in [`Parked`]: dropped, it lets its path go.
+struct Entry {
+    kept: Arc<Mutex<HashSet<(u64, String)>>>,
+    key: (u64, String),
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        lock(&self.kept).remove(&self.key);
+    }
+}
 
 /// The paths (with their generation) whose watch is kept.
 #[derive(Default)]
@@ -46,12 +61,13 @@ impl Parked {
         if kept.is_empty() {
             return None;
         }
-        let set = self.kept.clone();
-        let ends = kept.into_iter().map(move |(path, watch)| {
-            let set = set.clone();
+        let ends = kept.into_iter().map(|(path, watch)| {
+            // Lets the path go when the watch has fired, or when its future is dropped unfired
+            // (the session's task ended with its runtime).
+            let entry = Entry { kept: self.kept.clone(), key: (generation, path) };
             async move {
+                let _entry = entry;
                 watch.await;
-                lock(&set).remove(&(generation, path));
             }
         });
         let all = futures_util::future::join_all(ends);
@@ -95,6 +111,8 @@ mod tests {
         drop(fire_b);
         job.await.unwrap();
         assert_eq!(parked.len(), 1, "the other generation's watch is still kept");
+        // Dropped unfired (its task gone), it lets its path go too.
         drop(later);
+        assert_eq!(parked.len(), 0);
     }
 }
