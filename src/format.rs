@@ -1,5 +1,5 @@
 //! [`NodeFormat`]: whose node names a recipe uses. How names are built and read in each format
-//! is the wire layer's (`naming.rs`); the choice itself sits at the bottom, where errors name it.
+//! is the wire layer's (`naming/`); the choice itself sits at the bottom, where errors name it.
 
 /// A node-naming convention, for sharing a lock path with another client library.
 ///

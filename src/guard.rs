@@ -87,6 +87,16 @@ impl LockGuard {
         self.holds().iter().map(|h| h.fencing_token()).max().unwrap_or_default()
     }
 
+    /// [`LockGuard::fencing_token`] as an `i64`, for a signed 64-bit column (PostgreSQL's
+    /// `bigint`, a Lua or Java `long`). It is the same number: the token is ZooKeeper's `czxid`,
+    /// a positive signed 64-bit transaction id, so it always fits (no wrap, no sign change) and
+    /// compares the same way in either type. See `docs/fencing.md` for the patterns that check
+    /// it at PostgreSQL and Redis.
+    pub fn fencing_token_i64(&self) -> i64 {
+        // A czxid is a non-negative i64; the saturation never happens.
+        i64::try_from(self.fencing_token()).unwrap_or(i64::MAX)
+    }
+
     /// Each lock path with its fencing token, in acquisition order (one entry unless this is a
     /// multi-lock's guard).
     pub fn fencing_tokens(&self) -> Vec<(String, u64)> {
@@ -146,8 +156,42 @@ impl LockGuard {
         self.holds().iter().map(|h| h.safe_until()).collect::<Option<Vec<_>>>()?.into_iter().min()
     }
 
+    /// Checks, right before acting on the resource, that the hold is not lost and that at least
+    /// `margin` of its safe window is left; returns what is left. The idiom for a write made
+    /// under the lock:
+    ///
+    /// ```no_run
+    /// # async fn demo(guard: zk_recipes::LockGuard) -> zk_recipes::Result<()> {
+    /// use std::time::Duration;
+    /// // The margin covers the write itself: how long it may take to reach the resource.
+    /// guard.ensure_safe(Duration::from_millis(500))?;
+    /// // write now, with guard.fencing_token() for the resource to check
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// It reads the clock, not only the events seen so far: right after this process was paused
+    /// (SIGSTOP, a stall) past the window, it fails at once, even before the session's task has
+    /// run. It is necessary but not sufficient: a pause may come after the check, before the
+    /// write lands, so the resource must also check the fencing token ([`LockGuard::fencing_token`],
+    /// `docs/fencing.md`).
+    ///
+    /// # Errors
+    /// * [`Error::LockLost`]: released, or lost under the lock's [`crate::LossPolicy`] (`Lost`,
+    ///   and also `Suspended` under the default policy): what [`LockGuard::lost`] waits for.
+    /// * [`Error::UnsafeWindow`]: less than `margin` is left of the safe window (nothing, once
+    ///   it has passed). For a multi-lock, the first member that fails.
+    pub fn ensure_safe(&self, margin: std::time::Duration) -> Result<std::time::Duration> {
+        let mut least = None;
+        for hold in self.holds() {
+            let left = hold.ensure_safe(margin)?;
+            least = Some(least.map_or(left, |l: std::time::Duration| l.min(left)));
+        }
+        least.ok_or(Error::LockLost { path: String::new() })
+    }
+
     /// A channel of [`LockStatus`] changes, starting with the current one (a multi-lock: the
-    /// worst member's).
+    /// worst member's). It never starts at `Held` once the safe window has passed: that is
+    /// published as `Suspended` first (see [`LockGuard::current_status`]).
     pub fn status(&self) -> watch::Receiver<LockStatus> {
         let holds = self.holds();
         if let [one] = holds.as_slice() {
@@ -181,6 +225,13 @@ impl LockGuard {
 
     /// The status now (a multi-lock: the worst member's: `Lost` if any is lost, else
     /// `Suspended` if any is, else `RevocationRequested` if any is, else `Held`).
+    ///
+    /// It is never `Held` (nor `RevocationRequested`) once [`LockGuard::safe_until`] has passed:
+    /// a hold whose window passed without an answer from the server is `Suspended`, whatever
+    /// events have been seen so far. After a pause of this process it is right at once; the
+    /// session's task then publishes the same on the channels, and `Held` again only once the
+    /// server has answered (if the session survived). To decide whether to write, prefer
+    /// [`LockGuard::ensure_safe`], which also keeps a margin.
     pub fn current_status(&self) -> LockStatus {
         self.holds().iter().map(|h| h.current_status()).max_by_key(|s| rank(*s)).unwrap_or(LockStatus::Held)
     }
@@ -275,6 +326,11 @@ impl HoldView {
     /// As [`LockGuard::safe_until`].
     pub fn safe_until(&self) -> Option<std::time::Instant> {
         self.0.safe_until()
+    }
+
+    /// As [`LockGuard::ensure_safe`].
+    pub fn ensure_safe(&self, margin: std::time::Duration) -> Result<std::time::Duration> {
+        self.0.ensure_safe(margin)
     }
 
     /// Writes `<id>\n<value>` into the held node, in a fenced write: what a leader proclaims

@@ -80,6 +80,7 @@ mod format;
 mod guard;
 mod hold;
 mod identity;
+pub mod inspect;
 mod leader;
 mod lock_core;
 mod markers;
@@ -94,6 +95,10 @@ mod revocation;
 mod session;
 mod status;
 mod util;
+
+// Not part of the API: hooks for the fuzz targets and parser property tests (see the module).
+#[doc(hidden)]
+pub mod __fuzz;
 
 pub use error::{is_connection_loss, ClientError, ConnectFailure, Error, PathError, Probe, Result};
 pub use format::NodeFormat;

@@ -11,8 +11,10 @@
 pub enum LockStatus {
     /// We hold it, and ZooKeeper agrees as far as we know.
     Held,
-    /// The connection dropped; ownership is uncertain until it comes back. If the session
-    /// expires meanwhile, another contender may already hold the lock.
+    /// The connection dropped, or the safe window passed without an answer from the server (a
+    /// pause of this process, a server that stopped answering); ownership is uncertain until
+    /// the server answers again. If the session expires meanwhile, another contender may
+    /// already hold the lock.
     Suspended,
     /// Certainly lost: the session expired, our node was deleted, or the maximum hold
     /// ([`crate::LockOptions::max_hold`]) passed (and we deleted our node). Another contender
@@ -76,10 +78,15 @@ pub enum ConnectionState {
     /// A new session is established: the first one, or the one after a [`ConnectionState::Lost`]
     /// (its [`SessionStatus::generation`] is one more than the last).
     Connected,
-    /// The connection dropped. The session may still be alive on the server: until it comes back,
-    /// nobody can tell whether our ephemeral nodes (and so our locks) are still there.
+    /// The connection dropped, or the safe window ([`crate::Session::safe_until`]) passed
+    /// without an answer from the server (a pause of this process past it, or a server that
+    /// stopped answering while the connection stayed up). The session may still be alive on the
+    /// server: until it answers again, nobody can tell whether our ephemeral nodes (and so our
+    /// locks) are still there.
     Suspended,
-    /// The connection is back on the same session: our ephemeral nodes, watches and locks survived.
+    /// The connection is back on the same session, and the server has answered within the
+    /// session timeout (the safe window is open again): our ephemeral nodes, watches and locks
+    /// survived.
     Reconnected,
     /// The session expired: every ephemeral node of it is gone, and every lock or leadership it
     /// held is lost. A new session follows on its own ([`ConnectionState::Connected`]).

@@ -24,7 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["lock_core"],
     &["recipes"],
     &["leader"],
-    &[""], // the crate root, lib.rs
+    &["inspect"],
+    &["", "__fuzz"], // the crate root, lib.rs, and its hidden fuzzing hooks
 ];
 
 /// The most fields a struct may keep.

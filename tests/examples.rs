@@ -1,16 +1,10 @@
 //! Examples that check their own results, run small.
 
+mod common;
+
 use std::process::Command;
 
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let path = exe.parent().and_then(|d| d.parent()).expect("target dir").join("examples").join(name);
-    if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        assert!(Command::new(cargo).args(["build", "--example", name]).status().expect("cargo").success());
-    }
-    path
-}
+use common::example_binary as example;
 
 #[test]
 fn stock_segments_sells_exactly_the_stock_both_ways() {
@@ -30,7 +24,12 @@ fn stock_segments_sells_exactly_the_stock_both_ways() {
 
 #[test]
 fn the_metrics_example_serves_the_workload_on_its_endpoint() {
-    let out = Command::new(example("metrics")).env_remove("ZK_CONNECT").output().expect("run the example");
+    // One round (it serves until killed without --seconds; tests/prometheus.rs scrapes that).
+    let out = Command::new(example("metrics"))
+        .args(["--seconds", "0"])
+        .env_remove("ZK_CONNECT")
+        .output()
+        .expect("run the example");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(

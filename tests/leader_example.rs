@@ -2,21 +2,16 @@
 //! over, with growing fencing tokens. Runs the `bench_failover` example for one round; it exits
 //! non-zero when a handover fails.
 
+mod common;
+
 use std::process::Command;
+
+use common::example_binary;
 
 #[test]
 fn the_leader_example_hands_over_on_close_and_on_kill() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let examples = exe.parent().and_then(|d| d.parent()).expect("target dir").join("examples");
-    if !examples.join("bench_failover").exists() || !examples.join("leader").exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let built = Command::new(cargo)
-            .args(["build", "--example", "leader", "--example", "bench_failover"])
-            .status()
-            .expect("cargo");
-        assert!(built.success());
-    }
-    let out = Command::new(examples.join("bench_failover"))
+    example_binary("leader");
+    let out = Command::new(example_binary("bench_failover"))
         .args(["1", "1000"])
         .output()
         .expect("run bench_failover");

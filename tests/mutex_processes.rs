@@ -2,26 +2,9 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use common::*;
-
-/// The `counter_worker` example: `cargo test` builds it beside the tests; a filtered run
-/// (`--test mutex_processes`) does not, so build it then.
-fn worker_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
-    let worker = dir.join("examples").join("counter_worker");
-    if !worker.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let built =
-            Command::new(cargo).args(["build", "--example", "counter_worker"]).status().expect("run cargo");
-        assert!(built.success(), "building the counter_worker example failed");
-    }
-    assert!(worker.exists(), "{} is missing", worker.display());
-    worker
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_processes_never_overlap_and_the_counter_is_exact() {
@@ -32,7 +15,7 @@ async fn four_processes_never_overlap_and_the_counter_is_exact() {
     create_persistent(&admin, "/counter", b"0").await;
     let scratch = tempfile::tempdir().unwrap();
     let occupancy = scratch.path().join("inside");
-    let worker = worker_binary();
+    let worker = example_binary("counter_worker");
     let mut children_procs = Vec::new();
     for _ in 0..PROCESSES {
         children_procs.push(

@@ -5,59 +5,36 @@
 //! ```text
 //! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
 //! ```
-//! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` and the plots
+//! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` (with `fencing.csv` when
+//! the fencing scenario runs) and the plots
 //! `ratios.png`, `herd.png`, `handoffs.png`, `cpu.png`, `handovers.png`. `--quick` runs every
 //! scenario for a moment as a smoke test: it checks that every peer produced numbers and that every recipe's
 //! invariant held (mutual exclusion, at most the semaphore's leases at once, no writer beside
 //! another holder, one leader at a time); it asserts nothing about speed.
 
+mod cli;
 mod clock;
 mod driver;
+mod fencing;
 mod ours;
 mod peers;
+mod plan;
 mod progress;
 mod report;
 mod setup;
 mod stats;
 mod summary;
-
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use cli::{Args, ChildCommand, SCENARIOS};
 use peers::{Peer, Recipe, Target, FRESH};
+pub use plan::Plan;
+use plan::{describe, Step};
 use progress::Progress;
 use report::{Groups, Row};
 use zk_testcluster::{ClusterConfig, ZkCluster};
 
-/// The lock peers, in the report's order.
-const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo];
-/// The peers of the scenarios where one contender cycles on its own (uncontended, many locks,
-/// per-order locks): there, how a release is confirmed is on the critical path, so zk-recipes
-/// also runs with the guard dropped (a background delete, as `LockClient`'s release).
-const CYCLE_PEERS: [Peer; 5] =
-    [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Kazoo];
-/// The peers of the other recipes (semaphore, read/write lock, leader election): those that
-/// have them.
-const RECIPE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::Curator, Peer::Kazoo];
-/// The scenarios `--only` can pick.
-const SCENARIOS: [&str; 11] = [
-    "uncontended",
-    "contended",
-    "many-locks",
-    "per-order",
-    "semaphore",
-    "rwlock",
-    "leader",
-    "failover",
-    "scale",
-    "network",
-    "ensemble",
-];
-/// The peers `--peers` can pick (their short names).
-const PEER_NAMES: [&str; 6] = ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
-/// The peers of the 3-node ensemble scenarios (zk-recipes with a dropped guard only uncontended,
-/// as in [`CYCLE_PEERS`]).
-const ENSEMBLE_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator];
 /// How often the servers' container reaper looks for empty containers (ZooKeeper's default is a
 /// minute), and how many it may delete per minute (high enough that it never pauses).
 const REAPER_INTERVAL_MS: u64 = 500;
@@ -68,274 +45,6 @@ pub const NETWORK_ONE_WAY: std::time::Duration = std::time::Duration::from_micro
 /// The contenders of the network scenarios' contended runs.
 pub const NETWORK_NS: [usize; 3] = [2, 8, 32];
 const REAPER_MAX_PER_MINUTE: u64 = 600_000;
-
-/// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
-/// LockClient and the naive one-node recipe, and its semaphore, read/write lock and leader
-/// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
-/// server, then a 3-node ensemble), in one run.
-///
-/// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
-/// /usr/bin/python3 with kazoo (scripts/ensure-peers installs both on Debian/Ubuntu).
-#[derive(Parser, Debug)]
-#[command(name = "zk-bench", version, args_conflicts_with_subcommands = true)]
-struct Args {
-    /// Every scenario for a moment, as a smoke test (0.5 s runs, 1 repeat): checks that every
-    /// peer produced numbers and that no two holds overlapped; asserts nothing about speed.
-    #[arg(long)]
-    quick: bool,
-    /// Seconds per measured run [default: 5, or 0.5 with --quick].
-    #[arg(long, value_name = "S", value_parser = positive_secs)]
-    seconds: Option<f64>,
-    /// Repeats of every measured scenario; the report shows the median and min–max [default: 3,
-    /// or 1 with --quick].
-    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeats: Option<u32>,
-    /// Where the report goes [default: target/bench-report].
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Leave out a peer that can't run here (and say so in the report) instead of stopping.
-    #[arg(long)]
-    skip_missing: bool,
-    /// Never run scripts/ensure-peers to install a missing peer; only say what to run.
-    #[arg(long)]
-    no_install: bool,
-    /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
-    /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
-    /// failover (handovers after a kill of the leader's process), scale, network, ensemble. The raw write round trip is always measured.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
-    only: Vec<String>,
-    /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
-    peers: Vec<String>,
-    #[command(subcommand)]
-    child: Option<ChildCommand>,
-}
-
-#[derive(Subcommand, Debug)]
-enum ChildCommand {
-    /// (internal) One side of the scale scenario, in its own process.
-    #[command(hide = true)]
-    ScaleChild { peer: String, connect: String, path: String, waiters: usize },
-    /// (internal) A candidate of the failover scenario, in its own process.
-    #[command(hide = true)]
-    ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },
-}
-
-fn positive_secs(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 && x <= 3600.0 => Ok(x),
-        _ => Err(format!("{s:?} is not a number of seconds in (0, 3600]")),
-    }
-}
-
-pub struct Plan {
-    pub quick: bool,
-    pub secs: f64,
-    pub repeats: usize,
-    pub ns: Vec<usize>,
-    pub many_locks: usize,
-    pub many_tasks: usize,
-    pub order_tasks: usize,
-    pub sem_leases: u32,
-    pub sem_contenders: usize,
-    /// The read/write lock's mixes: percentages of reads.
-    pub rw_reads: [u32; 2],
-    pub rw_contenders: usize,
-    pub leader_candidates: usize,
-    /// Kills of the leader's process per failover run.
-    pub failover_kills: usize,
-    pub ensemble_n: usize,
-    pub scale_waiters: usize,
-    pub peers: Vec<Peer>,
-    pub skipped: Skipped,
-    /// The scenarios to run (all of [`SCENARIOS`] unless `--only`).
-    pub only: Vec<String>,
-}
-
-/// One step of the run, in order.
-#[derive(Clone, Copy, Debug)]
-enum Step {
-    Warmup(Peer),
-    RawWrite,
-    Uncontended(usize, Peer),
-    Contended(usize, usize, Peer),
-    ManyLocks(usize, Peer),
-    PerOrder(usize, Peer),
-    /// A run of a recipe other than the mutex: (repeat, recipe, peer).
-    Recipe(usize, Recipe, Peer),
-    /// Leader failover after kills of the leader's process: (repeat, recipe, peer).
-    Failover(usize, Recipe, Peer),
-    Scale(Peer),
-    NetworkStart,
-    NetworkRawWrite,
-    EnsembleRawWrite,
-    NetworkUncontended(usize, Peer),
-    NetworkContended(usize, usize, Peer),
-    EnsembleStart,
-    EnsembleWarmup(Peer),
-    EnsembleUncontended(usize, Peer),
-    EnsembleContended(usize, Peer),
-}
-
-impl Plan {
-    fn runs(&self, scenario: &str) -> bool {
-        self.only.iter().any(|s| s == scenario)
-    }
-
-    /// The recipes of the `--only` name `scenario` beside the mutex, in the report's order.
-    pub fn recipes(&self, scenario: &str) -> Vec<Recipe> {
-        match scenario {
-            "semaphore" => vec![Recipe::Semaphore(self.sem_leases)],
-            "rwlock" => self.rw_reads.iter().map(|&p| Recipe::ReadWrite(p)).collect(),
-            "leader" => vec![Recipe::Latch, Recipe::Selector],
-            _ => Vec::new(),
-        }
-    }
-
-    /// Every recipe beside the mutex, in the report's order.
-    pub fn all_recipes(&self) -> Vec<Recipe> {
-        ["semaphore", "rwlock", "leader"].iter().flat_map(|s| self.recipes(s)).collect()
-    }
-
-    /// The contenders of a run of `recipe` (the rows' N; the mutex's scenarios have their own,
-    /// and the ensemble's is given for it).
-    pub fn contenders(&self, recipe: Recipe) -> usize {
-        match recipe {
-            Recipe::Semaphore(_) => self.sem_contenders,
-            Recipe::ReadWrite(_) => self.rw_contenders,
-            Recipe::Latch | Recipe::Selector => self.leader_candidates,
-            Recipe::Mutex => self.ensemble_n,
-        }
-    }
-
-    fn steps(&self) -> Vec<Step> {
-        let has = |p: &Peer| self.peers.contains(p);
-        // Warm-ups steady the numbers; a smoke test (--quick) needs none.
-        let warm = !self.quick;
-        let mut steps: Vec<Step> =
-            LOCK_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::Warmup(p)).collect();
-        steps.push(Step::RawWrite);
-        for r in 0..self.repeats {
-            if self.runs("uncontended") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
-            }
-            for &n in self.ns.iter().filter(|_| self.runs("contended")) {
-                let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
-                steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
-            }
-            if self.runs("many-locks") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
-            }
-            if self.runs("per-order") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
-            }
-            for scenario in ["semaphore", "rwlock", "leader"].into_iter().filter(|s| self.runs(s)) {
-                for recipe in self.recipes(scenario) {
-                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                    steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
-                }
-            }
-            if self.runs("failover") {
-                for recipe in self.recipes("leader") {
-                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                    steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
-                }
-            }
-        }
-        if self.runs("scale") {
-            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
-        }
-        if self.runs("network") {
-            steps.extend([Step::NetworkStart, Step::NetworkRawWrite]);
-            for r in 0..self.repeats {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkUncontended(r, p)));
-                for n in NETWORK_NS {
-                    steps.extend(
-                        LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkContended(r, n, p)),
-                    );
-                }
-            }
-        }
-        if !self.runs("ensemble") {
-            return steps;
-        }
-        steps.push(Step::EnsembleStart);
-        let contends = |p: &&Peer| **p != Peer::ZkRecipesDrop;
-        steps.extend(
-            ENSEMBLE_PEERS
-                .iter()
-                .filter(|p| warm && has(p))
-                .filter(contends)
-                .map(|&p| Step::EnsembleWarmup(p)),
-        );
-        steps.push(Step::EnsembleRawWrite);
-        for r in 0..self.repeats {
-            for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
-                steps.push(Step::EnsembleUncontended(r, p));
-                if contends(&&p) {
-                    steps.push(Step::EnsembleContended(r, p));
-                }
-            }
-        }
-        steps
-    }
-
-    /// Expected seconds for a step: its measured time plus setup (process start, sessions).
-    fn cost(&self, step: Step) -> f64 {
-        let setup = |p: Peer, sessions: usize| match p {
-            Peer::Curator => 1.5 + sessions as f64 * 0.08,
-            Peer::Kazoo => 0.6 + sessions as f64 * 0.01,
-            _ => 0.1 + sessions as f64 * 0.005,
-        };
-        let warm = self.secs.min(1.0);
-        match step {
-            Step::Warmup(p) | Step::EnsembleWarmup(p) => warm + setup(p, 8),
-            Step::RawWrite | Step::NetworkRawWrite | Step::EnsembleRawWrite => self.secs.min(3.0),
-            Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) | Step::NetworkUncontended(_, p) => {
-                self.secs + setup(p, 1)
-            }
-            Step::Contended(_, n, p) | Step::NetworkContended(_, n, p) => self.secs + setup(p, n),
-            Step::EnsembleContended(_, p) => self.secs + setup(p, self.ensemble_n),
-            Step::ManyLocks(_, p) => self.secs + setup(p, 1),
-            Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
-            Step::Recipe(_, recipe, p) => self.secs + setup(p, self.contenders(recipe)),
-            Step::Failover(_, _, p) => {
-                (self.failover_kills + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
-            }
-            Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
-            Step::NetworkStart => 0.1,
-            Step::EnsembleStart => 8.0,
-        }
-    }
-}
-
-fn describe(step: Step, plan: &Plan) -> String {
-    let rep = |r: usize| format!("repeat {}/{}", r + 1, plan.repeats);
-    match step {
-        Step::Warmup(p) => format!("warm-up · {}", p.name()),
-        Step::RawWrite => "raw create → delete loop".into(),
-        Step::Uncontended(r, p) => format!("uncontended · {} · {}", p.name(), rep(r)),
-        Step::Contended(r, n, p) => format!("contended N={n} · {} · {}", p.name(), rep(r)),
-        Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
-        Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
-        Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
-        Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
-        Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
-        Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
-        Step::NetworkRawWrite => "raw create → delete loop, 1 ms network".into(),
-        Step::EnsembleRawWrite => "raw create → delete loop, ensemble follower".into(),
-        Step::NetworkUncontended(r, p) => format!("1 ms network uncontended · {} · {}", p.name(), rep(r)),
-        Step::NetworkContended(r, n, p) => {
-            format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
-        }
-        Step::EnsembleStart => "starting a 3-node ensemble".into(),
-        Step::EnsembleWarmup(p) => format!("ensemble warm-up · {}", p.name()),
-        Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
-        Step::EnsembleContended(r, p) => {
-            format!("ensemble contended N={} · {} · {}", plan.ensemble_n, p.name(), rep(r))
-        }
-    }
-}
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
@@ -501,6 +210,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     // its peers pay, and the comparison would measure where each landed.
     let mut follower: Option<(usize, String)> = None;
     let mut ensemble_raw_p50 = 0;
+    let mut fencing_servers: Option<fencing::Servers> = None;
+    let mut fenced = Vec::new();
 
     for step in steps {
         progress.step(&describe(step, &plan));
@@ -586,6 +297,14 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..Row::new("scale", peer, plan.scale_waiters, 0, plan.scale_waiters as f64 / s.drain_secs)
                 });
             }
+            Step::FencingStart => {
+                fencing_servers = Some(fencing::Servers::start(plan.skip_missing).await?);
+            }
+            Step::Fencing(r, resource, workers) => {
+                let servers = fencing_servers.as_ref().ok_or("no fencing servers")?;
+                let root = path(&format!("fencing-{}", resource.short()));
+                fenced.extend(fencing::run(zk()?, servers, resource, workers, r, plan.secs, &root).await?);
+            }
             Step::NetworkStart => {
                 let p = zk()?.proxy().map_err(|e| e.to_string())?;
                 p.set_latency(NETWORK_ONE_WAY);
@@ -644,6 +363,7 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     }
     progress.finish();
     drop(proxy);
+    let fencing_missing = fencing_servers.take().map(|s| s.missing).unwrap_or_default();
     drop(ensemble);
     drop(standalone);
     let _ = std::fs::remove_dir_all(&scratch);
@@ -685,7 +405,12 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         zk_version,
         reaper_ms: REAPER_INTERVAL_MS,
     };
-    let text = summary::summarize(&groups, &context);
+    let mut text = summary::summarize(&groups, &context);
+    if plan.runs("fencing") {
+        fencing::write_csv(&fenced, &out.join("fencing.csv")).map_err(|e| e.to_string())?;
+        text += &fencing::summary(&fenced, &fencing_missing, plan.secs, plan.repeats);
+        problems.extend(fencing::problems(&fenced));
+    }
     std::fs::write(out.join("summary.md"), &text).map_err(|e| e.to_string())?;
     summary::plots(&groups, &plan, &out)?;
     println!("{text}");
@@ -802,6 +527,7 @@ fn main() {
         scale_waiters: if quick { 128 } else { 1024 },
         peers,
         skipped,
+        skip_missing: args.skip_missing,
         only: if args.only.is_empty() {
             SCENARIOS.iter().map(|s| s.to_string()).collect()
         } else {

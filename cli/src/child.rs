@@ -215,9 +215,9 @@ pub async fn supervise(
     lost: impl Future<Output = ()>,
     revoked: impl Future<Output = ()>,
     safety: Safety<'_>,
-    stops: Stops,
+    stops: &mut Stops,
 ) -> Result<Ended, Failure> {
-    let Stops { mut interrupt, mut terminate } = stops;
+    let Stops { interrupt, terminate } = stops;
     let mut contact = safety.contact.clone();
     tokio::pin!(lost, revoked);
     let mut lost_at: Option<Instant> = None;

@@ -6,6 +6,9 @@ use std::process::ExitCode;
 pub const BUSY: u8 = 75;
 /// The lock (or leadership) was lost while the command ran; the command was stopped.
 pub const LOST: u8 = 76;
+/// `run --once-per`: a run succeeded within the period (on any host); the command was not
+/// run. Outside sysexits' 64–78, so that it cannot be taken for one of those.
+pub const DONE: u8 = 79;
 /// `run --max-hold` passed: the command was stopped (SIGTERM, then SIGKILL by the kill
 /// deadline) and the lock released. 124, as timeout(1) when its command times out.
 pub const MAX_HOLD: u8 = 124;
@@ -77,4 +80,15 @@ pub fn of_status(status: std::process::ExitStatus) -> u8 {
         (None, Some(signal)) => 128u8.saturating_add(signal as u8),
         (None, None) => 1,
     }
+}
+
+/// The safe window ran out with no reply from ZooKeeper: the command was stopped.
+pub fn window_spent(path: &str) -> Failure {
+    Failure::new(
+        LOST,
+        format!(
+            "no reply from ZooKeeper vouched for holding {path} any more (the session's safe window \
+             ran out); stopped the command"
+        ),
+    )
 }

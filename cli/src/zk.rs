@@ -20,6 +20,8 @@ pub struct Target<'a> {
     pub connect: Option<&'a str>,
     pub session_timeout: Option<Duration>,
     pub tls: Option<TlsConfig>,
+    /// Digest credentials, `user:password`.
+    pub auth: Option<&'a str>,
 }
 
 /// The session every recipe of this run is built from.
@@ -47,6 +49,9 @@ pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     let mut options = ConnectOptions::new(target.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT));
     if let Some(tls) = target.tls {
         options = options.tls(tls);
+    }
+    if let Some(credentials) = target.auth {
+        options = options.auth("digest", credentials.as_bytes());
     }
     Ok(Conn { session: Session::connect_with(connect, &options).await? })
 }
@@ -213,7 +218,11 @@ pub async fn refuse_other_recipes(
 }
 
 pub fn latch(conn: &Conn, path: &str, id: &str, format: NodeFormat) -> Result<LeaderLatch, Failure> {
-    Ok(LeaderLatch::with_options(&conn.session, path, LatchOptions::new().participant_id(id).format(format))?)
+    latch_with(conn, path, LatchOptions::new().participant_id(id).format(format))
+}
+
+pub fn latch_with(conn: &Conn, path: &str, options: LatchOptions) -> Result<LeaderLatch, Failure> {
+    Ok(LeaderLatch::with_options(&conn.session, path, options)?)
 }
 
 /// What kind of queue a path holds, for `status`, `ls`, `break` and `revoke`.

@@ -353,7 +353,7 @@ fn completions_and_man_page_come_from_the_clap_definitions() {
     let out = Command::new(ZKLOCK).arg("man").output().unwrap();
     assert!(out.status.success());
     let page = String::from_utf8_lossy(&out.stdout);
-    assert!(page.contains(".TH zklock 1") && page.contains("Exit codes"), "{page}");
+    assert!(page.contains(".TH zklock 1") && page.contains(".SH \"EXIT STATUS\""), "{page}");
     let out = Command::new(ZKLOCK).args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert_eq!(String::from_utf8_lossy(&out.stderr).trim().lines().count(), 1);

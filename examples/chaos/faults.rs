@@ -111,7 +111,7 @@ pub async fn inject(
         | Fault::SessionMove
             if spawner.broken != Broken::None || rng.below(2) == 0 =>
         {
-            holder_now(state).await.and_then(|w| {
+            holder_now(state, None).await.and_then(|w| {
                 let (p, i) = w.strip_prefix('p')?.split_once('w')?;
                 Some(p.parse::<usize>().ok()? * WORKERS_PER_PROCESS + i.parse::<usize>().ok()?)
             })
@@ -230,7 +230,11 @@ pub async fn inject(
             format!("server {i} {ms} ms")
         }
         Fault::PauseWorkerProcess | Fault::KillWorkerProcess => {
-            let holder = holder_now(state).await;
+            // The lockset phase: a worker between its read and its write, of a fenced and of an
+            // unfenced set in turn.
+            let lockset = state.lock().unwrap_or_else(|e| e.into_inner()).is_lockset();
+            let pauses = run.lock().unwrap_or_else(|e| e.into_inner()).pauses.len();
+            let holder = holder_now(state, lockset.then_some(pauses % 2 == 1)).await;
             let p = holder
                 .as_ref()
                 .and_then(|w| procs.iter().position(|p| p.ids.contains(w)))
@@ -256,14 +260,20 @@ pub async fn inject(
     })
 }
 
-/// The worker that most recently began a write still open, waiting up to 1 s for one.
-pub async fn holder_now(state: &Mutex<History>) -> Option<String> {
+/// The worker that most recently began a write still open (`fenced`: a lock-set worker
+/// between its read and its write of a fenced set, or an unfenced one), waiting up to 1 s for
+/// one; then any.
+pub async fn holder_now(state: &Mutex<History>, fenced: Option<bool>) -> Option<String> {
     let until = Instant::now() + Duration::from_secs(1);
+    let pick = |h: &History| match fenced {
+        Some(f) => h.in_work(Some(f)),
+        None => h.latest_open(),
+    };
     while Instant::now() < until {
-        if let Some(w) = state.lock().unwrap_or_else(|e| e.into_inner()).latest_open() {
+        if let Some(w) = pick(&state.lock().unwrap_or_else(|e| e.into_inner())) {
             return Some(w);
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    None
+    state.lock().unwrap_or_else(|e| e.into_inner()).latest_open()
 }

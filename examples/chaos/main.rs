@@ -8,8 +8,11 @@
 //!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
 //! ```
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
-//! `semaphore`, `semmutex`, `multi`, `latch` and `selector` (default: all, in that order), on
-//! one 3-node ensemble started once.
+//! `semaphore`, `semmutex`, `multi`, `latch`, `selector` and `lockset` (default: all, in that
+//! order), on one 3-node ensemble started once. `lockset` (`lockset.rs`) is Jepsen's etcd
+//! lock-set against ZooKeeper, PostgreSQL and Redis, each fenced and unfenced, with a set-full
+//! check and an independent linearizability checker (`linearizable.rs`); its PostgreSQL and
+//! Redis are started once per run and stopped by PID at its end.
 //!
 //! Per phase: K=6 workers in 2 OS processes, each worker with its own `Session` through its own
 //! fault proxy (in front of all three servers) for the whole phase: a session that expires is
@@ -31,6 +34,13 @@
 
 mod checker;
 mod faults;
+// The fencing patterns (examples/fencing/): chaos uses the lock-set part of them.
+#[path = "../fencing/mod.rs"]
+mod fencing;
+mod linearizable;
+mod lockset;
+mod lockset_check;
+mod lockset_run;
 mod report;
 mod resource;
 mod timeline;
@@ -58,7 +68,8 @@ const WORKERS_PER_PROCESS: usize = 3;
 const PROCESSES: usize = 2;
 /// The semaphore phase's maximum lease total.
 const SEM_MAX: u32 = 3;
-const PHASES: [&str; 7] = ["mutex", "rwlock", "semaphore", "semmutex", "multi", "latch", "selector"];
+const PHASES: [&str; 8] =
+    ["mutex", "rwlock", "semaphore", "semmutex", "multi", "latch", "selector", "lockset"];
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -92,14 +103,15 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let broken = Broken::parse(&get("--broken")?).ok_or("bad --broken")?;
     let ids: Vec<String> = get("--ids")?.split(',').map(str::to_string).collect();
     let connects: Vec<String> = get("--connects")?.split(';').map(str::to_string).collect();
+    let lockset = get("--pg").ok().zip(get("--redis").ok());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
         for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
             let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (mode, addr, stop) = (mode.clone(), addr.clone(), stop.clone());
-            let worker = workers::Worker { id, index: i, connect, mode, addr, stop, seed, broken };
+            let (mode, addr, stop, lockset) = (mode.clone(), addr.clone(), stop.clone(), lockset.clone());
+            let worker = workers::Worker { id, index: i, connect, mode, addr, stop, seed, broken, lockset };
             tasks.push(tokio::spawn(workers::run(worker)));
         }
         // "stop" on stdin ends the run.
@@ -141,6 +153,8 @@ struct Spawner<'a> {
     addr: String,
     mode: &'a str,
     broken: Broken,
+    /// More arguments for the worker processes (the lockset phase's resources).
+    extra: Vec<String>,
 }
 
 impl Spawner<'_> {
@@ -157,6 +171,7 @@ impl Spawner<'_> {
                 "--connects",
                 &connects.join(";"),
             ])
+            .args(&self.extra)
             .stdin(Stdio::piped())
             .spawn()?;
         Ok(WorkerProcess { child, ids })
@@ -180,14 +195,20 @@ async fn phase(
     run: &Arc<Mutex<Run>>,
     epoch: Epoch,
     broken: Broken,
+    servers: Option<&lockset_run::Servers>,
 ) -> Result<PhaseReport, Error> {
     let mut rng = Rng(schedule.rng.next());
+    let servers = servers.filter(|_| mode == "lockset");
+    if let Some(s) = servers {
+        lockset_run::reset(s, &zk.connect_string()).await?;
+    }
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?.to_string();
     let state = Arc::new(Mutex::new(History::default()));
     let server = tokio::spawn(resource::serve(listener, state.clone(), epoch, broken != Broken::NoFence));
     let connects = proxies.iter().map(FaultProxy::connect_string).collect();
-    let spawner = Spawner { connects, addr, mode, broken };
+    let extra = servers.map(lockset_run::Servers::args).unwrap_or_default();
+    let spawner = Spawner { connects, addr, mode, broken, extra };
     let mut procs: Vec<WorkerProcess> =
         (0..PROCESSES).map(|p| spawner.spawn(p, rng.next())).collect::<Result<_, _>>()?;
     let started = epoch.now();
@@ -202,12 +223,17 @@ async fn phase(
         injected.clone(),
         epoch,
     ));
+    let mut n_faults = 0;
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(1500 + rng.below(2000))).await;
         if Instant::now() >= deadline {
             break;
         }
-        let fault = schedule.next();
+        // The lockset phase: every other fault pauses the process of a worker between its read
+        // and its write (what the unfenced sets are exposed to).
+        n_faults += 1;
+        let fault =
+            if servers.is_some() && n_faults % 2 == 1 { Fault::PauseWorkerProcess } else { schedule.next() };
         let start = epoch.now();
         let detail = inject(fault, zk, proxies, &mut rng, &mut procs, &spawner, &state, run, epoch).await?;
         let end = epoch.now();
@@ -250,10 +276,18 @@ async fn phase(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     admin_session.close().await;
+    let finals = match servers {
+        Some(s) => Some(lockset_run::final_reads(s, &zk.connect_string()).await?),
+        None => None,
+    };
     let history = std::mem::take(&mut *state.lock().unwrap_or_else(|e| e.into_inner()));
     let run = run.lock().unwrap_or_else(|e| e.into_inner());
     let faults: Vec<&FaultRec> = run.faults.iter().filter(|f| f.phase == mode).collect();
-    Ok(report::report(mode, secs, history, &run.pauses, &faults, &left, (started, ended)))
+    let mut r = report::report(mode, secs, history, &run.pauses, &faults, &left, (started, ended));
+    if let Some(finals) = finals {
+        lockset_check::attach(&mut r, &finals, &run.pauses);
+    }
+    Ok(r)
 }
 
 /// Everything the checker finds in one history, as numbers for the progress line.
@@ -340,6 +374,11 @@ fn main() {
         let epoch = Epoch(resource::mono_ns());
         let run = Arc::new(Mutex::new(Run::default()));
         let mut schedule = Schedule { rng: Rng(seed), bag: Vec::new() };
+        // Dropped (and so stopped) on an error too.
+        let mut servers = match phases.iter().any(|p| p == "lockset") {
+            true => Some(lockset_run::Servers::start().await?),
+            false => None,
+        };
         let mut reports = Vec::new();
         for (i, mode) in phases.iter().enumerate() {
             let r = phase(
@@ -352,6 +391,7 @@ fn main() {
                 &run,
                 epoch,
                 broken,
+                servers.as_ref(),
             )
             .await?;
             for l in &r.lines {
@@ -359,6 +399,9 @@ fn main() {
             }
             let _ = std::io::stdout().flush();
             reports.push((mode.clone(), r));
+        }
+        if let Some(s) = servers.as_mut() {
+            s.stop();
         }
         Ok::<_, Error>((reports, run))
     });
@@ -380,8 +423,13 @@ fn main() {
     }
     let kinds: Vec<String> = kinds.iter().map(|(f, n)| format!("{f:?} {n}")).collect();
     let holds: usize = reports.iter().map(|(_, r)| r.history.holds.len()).sum();
-    let refused: usize =
-        reports.iter().map(|(_, r)| r.history.ops.iter().filter(|o| o.refused).count()).sum();
+    let refused: usize = reports
+        .iter()
+        .map(|(_, r)| {
+            let ls = r.history.ls_ops.iter().filter(|o| o.outcome == lockset::Outcome::Refused).count();
+            r.history.ops.iter().filter(|o| o.refused).count() + ls
+        })
+        .sum();
     let explained: usize =
         reports.iter().map(|(_, r)| r.overlaps.iter().filter(|o| o.explanation.is_some()).count()).sum();
     let episodes: usize = reports.iter().map(|(_, r)| r.episodes).sum();

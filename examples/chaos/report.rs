@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::checker::{self, Hold, Kind, Overlap, Pause};
 use crate::faults::{Fault, FaultRec, Run};
+use crate::lockset::{LsKind, Outcome};
 use crate::resource::History;
 use crate::{cap, SESSION};
 pub struct PhaseReport {
@@ -17,6 +18,8 @@ pub struct PhaseReport {
     pub episodes: usize,
     /// When the phase began and ended (since the run's epoch).
     pub span: (Duration, Duration),
+    /// The lockset phase's checks.
+    pub lockset: Option<crate::lockset_check::LocksetReport>,
 }
 
 pub fn report(
@@ -41,8 +44,12 @@ pub fn report(
     let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
     let unseen = h.lost_unseen.len();
     let violations = fenced.violations.len() + unexplained + unseen + left.len();
-    let accepted = h.ops.iter().filter(|o| o.accepted).count();
-    let refused = h.ops.iter().filter(|o| o.refused).count();
+    // The lockset phase writes to its own resources (`lockset_check.rs` reports them).
+    let ls_writes = h.ls_ops.iter().filter(|o| o.kind == LsKind::Write);
+    let accepted = h.ops.iter().filter(|o| o.accepted).count()
+        + ls_writes.clone().filter(|o| o.outcome == Outcome::Ok).count();
+    let refused = h.ops.iter().filter(|o| o.refused).count()
+        + h.ls_ops.iter().filter(|o| o.outcome == Outcome::Refused).count();
     let mut causes: BTreeMap<&str, usize> = BTreeMap::new();
     for hold in &h.holds {
         *causes.entry(hold.cause.as_str()).or_default() += 1;
@@ -54,7 +61,7 @@ pub fn report(
             faults.len(),
             h.holds.len(),
             causes.join(", "),
-            h.ops.len()
+            h.ops.len() + ls_writes.count()
         ),
     ];
     // One line per run of overlaps with the same earlier holders and the same verdict (a
@@ -99,7 +106,7 @@ pub fn report(
             fenced.over_total_explained,
             fenced.violations.len()
         ));
-    } else {
+    } else if !h.is_lockset() {
         lines.push(format!(
             "  fenced view: accepted writes overlapping: {}; accepted tokens not increasing: {}",
             fenced.overlaps, fenced.token_order
@@ -112,11 +119,13 @@ pub fn report(
     for v in fenced.violations.iter().take(10) {
         lines.push(format!("    VIOLATION {v}"));
     }
-    lines.push(format!(
-        "  refused writers told their hold was lost: {} (at most {} ms after the refusal); not told: {unseen}",
-        h.lost_seen.len(),
-        h.lost_seen.iter().map(|x| x.2).max().unwrap_or(0)
-    ));
+    if !h.is_lockset() {
+        lines.push(format!(
+            "  refused writers told their hold was lost: {} (at most {} ms after the refusal); not told: {unseen}",
+            h.lost_seen.len(),
+            h.lost_seen.iter().map(|x| x.2).max().unwrap_or(0)
+        ));
+    }
     lines.push(format!(
         "  nodes left after the workers stopped: {}{}",
         left.len(),
@@ -129,6 +138,9 @@ pub fn report(
         .iter()
         .filter(|o| o.accepted || (o.begun && o.kind != Kind::Exclusive && cap(mode).is_some()))
         .map(|o| o.begin)
+        .chain(
+            h.ls_ops.iter().filter(|o| o.kind == LsKind::Write && o.outcome == Outcome::Ok).map(|o| o.invoke),
+        )
         .collect();
     accepted_at.sort();
     let mut by_kind: BTreeMap<Fault, (usize, Duration)> = BTreeMap::new();
@@ -158,7 +170,7 @@ pub fn report(
             if around.is_empty() { "none".into() } else { around.join(", ") }
         ));
     }
-    PhaseReport { lines, violations, history: h, overlaps, episodes, span: (started, ended) }
+    PhaseReport { lines, violations, history: h, overlaps, episodes, span: (started, ended), lockset: None }
 }
 
 pub fn describe(h: &Hold) -> String {
@@ -282,7 +294,12 @@ pub fn history_json(seed: u64, secs_per_phase: u64, phases: &[(String, PhaseRepo
             )
             .collect();
         out.push_str(&told.join(","));
-        out.push_str("]}");
+        out.push(']');
+        if let Some(ls) = &r.lockset {
+            out.push_str(",\"lockset\":");
+            out.push_str(&crate::lockset_check::json(ls, &h.ls_ops));
+        }
+        out.push('}');
     }
     out.push_str("],\"faults\":[");
     let faults: Vec<String> = run

@@ -9,6 +9,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::checker::{Hold, Kind, Op};
+use crate::lockset::{variant, LsKind, LsOp, Outcome};
 use crate::Error;
 
 /// Nanoseconds on the machine's monotonic clock: the same in every process (as `Instant`, which
@@ -60,6 +61,15 @@ pub struct History {
     /// Per worker and worker process (pid), in order of first report: the latest session
     /// generation its one `Session` reached.
     pub generations: Vec<(String, u32, u64)>,
+    /// The `lockset` phase's operations, in order of invocation.
+    pub ls_ops: Vec<LsOp>,
+    /// Each worker process's one pending lock-set operation: (worker, pid) → index.
+    ls_pending: HashMap<(String, u32), usize>,
+    /// Lock-set holds not yet ended: (worker, pid) → variant.
+    ls_holding: HashMap<(String, u32), String>,
+    /// Lock-set workers between a read and its write: worker → when the read returned, and
+    /// whether the set is fenced.
+    ls_work: HashMap<String, (Duration, bool)>,
 }
 
 impl History {
@@ -83,8 +93,12 @@ impl History {
         }
     }
 
-    /// The worker that most recently began an operation still open.
+    /// The worker that most recently began an operation still open (in the `lockset` phase:
+    /// that most recently read a set it has not written back yet).
     pub fn latest_open(&self) -> Option<String> {
+        if let Some(w) = self.in_work(None) {
+            return Some(w);
+        }
         self.open.values().map(|&i| &self.ops[i]).max_by_key(|o| o.begin).map(|o| o.worker.clone())
     }
 
@@ -149,11 +163,153 @@ impl History {
                 true
             }
         });
+        self.end_lockset(|p| p == pid, at);
+    }
+
+    /// The lock-set worker that most recently read a set (a fenced one, or an unfenced one, if
+    /// `fenced` says) and has not written it back yet.
+    pub fn in_work(&self, fenced: Option<bool>) -> Option<String> {
+        self.ls_work
+            .iter()
+            .filter(|(_, (_, f))| fenced.is_none_or(|want| *f == want))
+            .max_by_key(|(_, (at, _))| *at)
+            .map(|(w, _)| w.clone())
+    }
+
+    /// Whether this is the lockset phase's history.
+    pub fn is_lockset(&self) -> bool {
+        !self.ls_ops.is_empty()
+    }
+
+    /// Ends the lock-set operations and holds of the processes `of` at `at`: a pending operation
+    /// returns there with an unknown outcome, a hold ends there (a release is recorded).
+    pub fn end_lockset(&mut self, of: impl Fn(u32) -> bool, at: Duration) {
+        let ls = &mut self.ls_ops;
+        self.ls_pending.retain(|(_, p), &mut i| {
+            if of(*p) {
+                ls[i].ret = Some(at.max(ls[i].invoke));
+                ls[i].outcome = Outcome::Unknown;
+                false
+            } else {
+                true
+            }
+        });
+        let ended: Vec<((String, u32), String)> = self
+            .ls_holding
+            .iter()
+            .filter(|((_, p), _)| of(*p))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for ((worker, pid), variant) in ended {
+            self.ls_holding.remove(&(worker.clone(), pid));
+            self.ls_work.remove(&worker);
+            let token = self
+                .ls_ops
+                .iter()
+                .rev()
+                .find(|o| o.worker == worker && o.pid == pid && o.kind == LsKind::Acquire)
+                .map_or(0, |o| o.token);
+            self.ls_ops.push(LsOp {
+                worker,
+                pid,
+                variant,
+                kind: LsKind::Release,
+                token,
+                elem: 0,
+                invoke: at,
+                ret: Some(at),
+                outcome: Outcome::Unknown,
+            });
+        }
+    }
+
+    /// Handles one line of the `lockset` phase (see [`History::handle`]).
+    fn handle_lockset(&mut self, parts: &[&str], epoch: Epoch) -> Option<&'static str> {
+        let num = |s: &str| s.parse::<u64>().unwrap_or(0);
+        let lock = |v: &str| variant(v).map(|v| v.lock_path());
+        Some(match parts {
+            ["LSINV", w, pid, v, kind, t, elem, at] => {
+                let Some(kind) = LsKind::parse(kind) else { return Some("ERR") };
+                if kind == LsKind::Write {
+                    self.ls_work.remove(*w);
+                }
+                let key = (w.to_string(), num(pid) as u32);
+                self.ls_pending.insert(key, self.ls_ops.len());
+                self.ls_ops.push(LsOp {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    variant: v.to_string(),
+                    kind,
+                    token: num(t),
+                    elem: elem.parse().unwrap_or(0),
+                    invoke: epoch.at(num(at)),
+                    ret: None,
+                    outcome: Outcome::Unknown,
+                });
+                "OK"
+            }
+            ["LSRET", w, pid, outcome, at] => {
+                let (Some(outcome), Some(i)) =
+                    (Outcome::parse(outcome), self.ls_pending.remove(&(w.to_string(), num(pid) as u32)))
+                else {
+                    return Some("ERR");
+                };
+                let op = &mut self.ls_ops[i];
+                op.ret = Some(epoch.at(num(at)).max(op.invoke));
+                op.outcome = outcome;
+                if op.kind == LsKind::Read && outcome == Outcome::Ok {
+                    let fenced = variant(&op.variant).is_some_and(|v| v.fenced);
+                    self.ls_work.insert(w.to_string(), (epoch.at(num(at)), fenced));
+                }
+                "OK"
+            }
+            ["LSACQ", w, pid, v, t, call, start, deadline] => {
+                let Some(res) = lock(v) else { return Some("ERR") };
+                self.ls_holding.insert((w.to_string(), num(pid) as u32), v.to_string());
+                self.ls_ops.push(LsOp {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    variant: v.to_string(),
+                    kind: LsKind::Acquire,
+                    token: num(t),
+                    elem: 0,
+                    invoke: epoch.at(num(call)),
+                    ret: Some(epoch.at(num(start))),
+                    outcome: Outcome::Ok,
+                });
+                let acq = ["ACQ", w, pid, res.as_str(), "X", t, start, deadline];
+                self.handle(&acq, epoch.at(num(start)), epoch, true)
+            }
+            ["LSEND", w, pid, v, t, start, end, deadline, cause] => {
+                let Some(res) = lock(v) else { return Some("ERR") };
+                let key = (w.to_string(), num(pid) as u32);
+                self.ls_holding.remove(&key);
+                self.ls_work.remove(*w);
+                self.ls_pending.insert(key, self.ls_ops.len());
+                self.ls_ops.push(LsOp {
+                    worker: w.to_string(),
+                    pid: num(pid) as u32,
+                    variant: v.to_string(),
+                    kind: LsKind::Release,
+                    token: num(t),
+                    elem: 0,
+                    invoke: epoch.at(num(end)),
+                    ret: None,
+                    outcome: Outcome::Unknown,
+                });
+                let hold = ["HOLD", w, pid, res.as_str(), "X", t, start, end, deadline, cause];
+                self.handle(&hold, epoch.at(num(end)), epoch, true)
+            }
+            _ => return None,
+        })
     }
 
     /// Handles one line from a worker; the reply is `OK`, `REJECT` or `ERR`.
     fn handle(&mut self, parts: &[&str], now: Duration, epoch: Epoch, fence_on: bool) -> &'static str {
         let num = |s: &str| s.parse::<u64>().unwrap_or(0);
+        if let Some(reply) = self.handle_lockset(parts, epoch) {
+            return reply;
+        }
         match parts {
             ["ACQ", w, pid, res, kind, t, start, deadline] => {
                 let Some(kind) = Kind::parse(kind) else { return "ERR" };

@@ -23,6 +23,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::checker::Kind;
 use crate::faults::{FaultRec, Run};
+use crate::lockset::Outcome;
 use crate::report::PhaseReport;
 
 const WIDTH: u32 = 1600;
@@ -182,11 +183,18 @@ impl Panel {
             .iter()
             .flat_map(|(pid, at)| of_pid(*pid).into_iter().map(|i| (i, at.as_secs_f64())))
             .collect();
+        // The lockset phase's writes and registers refused by a resource's fence, too.
+        let ls_refused = h.ls_ops.iter().filter(|o| o.outcome == Outcome::Refused);
         let refused = h
             .ops
             .iter()
             .filter(|o| o.refused)
             .filter_map(|o| Some((row(&o.worker)?, o.end.unwrap_or(o.begin).as_secs_f64())))
+            .chain(
+                ls_refused
+                    .clone()
+                    .filter_map(|o| Some((row(&o.worker)?, o.ret.unwrap_or(o.invoke).as_secs_f64()))),
+            )
             .collect();
         let explained = r
             .overlaps
@@ -196,7 +204,7 @@ impl Panel {
             .collect();
         let unexplained: Vec<f64> =
             r.overlaps.iter().filter(|o| o.explanation.is_none()).map(|o| o.at.as_secs_f64()).collect();
-        let refused_n = h.ops.iter().filter(|o| o.refused).count();
+        let refused_n = h.ops.iter().filter(|o| o.refused).count() + ls_refused.count();
         let title = format!(
             "{mode}: holds {}, faults {}, writes refused by fencing {refused_n}, holds begun beside a paused holder {}, violations {}",
             h.holds.len(),
@@ -486,6 +494,7 @@ mod tests {
             overlaps,
             episodes: 1,
             span: (s(10.0), s(20.0)),
+            lockset: None,
         };
         let fault = |fault, start, end, detail: &str| FaultRec {
             phase: "rwlock".into(),

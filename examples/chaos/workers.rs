@@ -233,18 +233,10 @@ impl Ctx {
         let mut stop = self.stop.clone();
         while !self.stopping() {
             let pick = self.rng.next();
-            let acquired = tokio::select! {
-                r = locker.acquire(pick) => r,
-                _ = stop.wait_for(|s| *s) => break,
-            };
-            let (guard, kind) = match acquired {
-                Ok(g) => g,
-                Err(zk_recipes::Error::SessionClosed) => break,
-                Err(_) => {
-                    // A transient error (the connection is down, say): try again shortly.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    continue;
-                }
+            let (guard, kind) = match acquire_turn(locker.acquire(pick), &mut stop).await {
+                Turn::Got(g) => g,
+                Turn::Again => continue,
+                Turn::Stop => break,
             };
             let start = mono_ns();
             self.hold(guard.fencing_tokens(), kind, start, guard.lost(), &|| guard.safe_until(), None)
@@ -297,11 +289,42 @@ pub struct Worker {
     pub stop: watch::Receiver<bool>,
     pub seed: u64,
     pub broken: Broken,
+    /// The lockset phase's PostgreSQL connect parameters and Redis URL.
+    pub lockset: Option<(String, String)>,
+}
+
+/// What one turn's acquire came to (see [`acquire_turn`]).
+pub enum Turn<T> {
+    Got(T),
+    /// A transient error (the connection is down, say): try again.
+    Again,
+    /// The phase is stopping, or the session was closed.
+    Stop,
+}
+
+/// Awaits `acquire` unless the phase stops first; after a transient error, waits 20 ms before
+/// saying `Again`.
+pub async fn acquire_turn<T>(
+    acquire: impl Future<Output = zk_recipes::Result<T>>,
+    stop: &mut watch::Receiver<bool>,
+) -> Turn<T> {
+    let acquired = tokio::select! {
+        r = acquire => r,
+        _ = stop.wait_for(|s| *s) => return Turn::Stop,
+    };
+    match acquired {
+        Ok(guard) => Turn::Got(guard),
+        Err(zk_recipes::Error::SessionClosed) => Turn::Stop,
+        Err(_) => {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Turn::Again
+        }
+    }
 }
 
 /// Connects this worker's one `Session` (retrying while its proxy is cut off); `None` once
 /// told to stop.
-async fn connect_session(connect: &str, stop: &watch::Receiver<bool>) -> Option<Session> {
+pub async fn connect_session(connect: &str, stop: &watch::Receiver<bool>) -> Option<Session> {
     while !*stop.borrow() {
         match Session::connect(connect, SESSION).await {
             Ok(session) => return Some(session),
@@ -313,7 +336,7 @@ async fn connect_session(connect: &str, stop: &watch::Receiver<bool>) -> Option<
 
 /// Reports every session generation the worker's `Session` reaches (`GEN id pid generation`),
 /// on a connection of its own, until the session is closed.
-fn report_generations(session: &Session, id: String, addr: String) -> tokio::task::JoinHandle<()> {
+pub fn report_generations(session: &Session, id: String, addr: String) -> tokio::task::JoinHandle<()> {
     let mut states = session.states();
     tokio::spawn(async move {
         let Ok(mut res) = ResourceClient::connect(&addr).await else { return };
@@ -342,13 +365,18 @@ fn report_generations(session: &Session, id: String, addr: String) -> tokio::tas
 pub fn paths(mode: &str) -> Vec<String> {
     if mode == "multi" {
         vec!["/chaos/multi/a".into(), "/chaos/multi/b".into()]
+    } else if mode == "lockset" {
+        crate::lockset::VARIANTS.iter().map(|v| v.lock_path()).collect()
     } else {
         vec![format!("/chaos/{mode}")]
     }
 }
 
 pub async fn run(w: Worker) -> Result<(), Error> {
-    let Worker { id, index, connect, mode, addr, stop, seed, broken } = w;
+    if w.mode == "lockset" {
+        return crate::lockset::run(w).await;
+    }
+    let Worker { id, index, connect, mode, addr, stop, seed, broken, .. } = w;
     let res = ResourceClient::connect(&addr).await?;
     let mut ctx = Ctx {
         id: id.clone(),
@@ -421,17 +449,17 @@ async fn rwlock_loop(ctx: &mut Ctx, rw: &InterProcessReadWriteLock) -> Result<()
     while !ctx.stopping() {
         let pick = ctx.rng.below(6);
         let writer = pick < 2;
-        let acquired = tokio::select! {
-            r = async { if writer { rw.write().await } else { rw.read().await } } => r,
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        let guard = match acquired {
-            Ok(g) => g,
-            Err(zk_recipes::Error::SessionClosed) => break,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                continue;
+        let acquired = async {
+            if writer {
+                rw.write().await
+            } else {
+                rw.read().await
             }
+        };
+        let guard = match acquire_turn(acquired, &mut stop).await {
+            Turn::Got(g) => g,
+            Turn::Again => continue,
+            Turn::Stop => break,
         };
         let start = mono_ns();
         let kind = if writer { Kind::Write } else { Kind::Read };

@@ -164,6 +164,23 @@ pub enum Error {
         path: String,
     },
 
+    /// [`crate::LockGuard::ensure_safe`]: the hold is not lost, but less than the margin asked
+    /// for is left of its safe window (none at all after a pause of this process or a silent
+    /// server past the window). Stop before writing: another holder may exist before long, or
+    /// already. The hold may come back (`Held` once the server answers again, if the session
+    /// survived); a fencing token at the resource is what refuses a write made anyway.
+    #[error(
+        "the lock on {path} is not safe to act on: {left:?} of its safe window left, {margin:?} asked for"
+    )]
+    UnsafeWindow {
+        /// The lock path.
+        path: String,
+        /// What is left of the safe window (zero once it has passed).
+        left: Duration,
+        /// The margin asked for.
+        margin: Duration,
+    },
+
     /// The recipe was closed (its `close()` was called, or it was dropped) before the awaited
     /// event. Build a new one to take part again.
     #[error("the recipe on {path} is closed (close() was called or it was dropped); build a new one to take part again")]

@@ -124,17 +124,51 @@ impl Hold {
         self.node.czxid as u64
     }
 
+    /// The status channel; a safe window that has passed is published (`Suspended`) first.
     pub fn status(&self) -> watch::Receiver<LockStatus> {
+        self.node.conn.check_window();
         self.monitor.subscribe()
     }
 
+    /// The status now: the monitor's, except that a hold whose safe window has passed is
+    /// `Suspended` whatever the session's task has seen yet (a pause of this process).
     pub fn current_status(&self) -> LockStatus {
-        self.monitor.current()
+        match self.monitor.current() {
+            LockStatus::Held | LockStatus::RevocationRequested if self.window_passed() => {
+                LockStatus::Suspended
+            }
+            status => status,
+        }
     }
 
-    /// Resolves when the status counts as lost under the policy.
+    /// Whether the safe window of this hold's session has passed (or it is not the current one).
+    fn window_passed(&self) -> bool {
+        self.node.conn.safe_until().is_none_or(|until| until <= std::time::Instant::now())
+    }
+
+    /// Resolves when the status counts as lost under the policy (a safe window that has passed
+    /// is published first).
     pub async fn lost(&self) {
+        self.node.conn.check_window();
         self.monitor.lost().await
+    }
+
+    /// What is left of the safe window, when the hold is not lost (under its policy) and at
+    /// least `margin` is left. See [`crate::LockGuard::ensure_safe`].
+    pub fn ensure_safe(&self, margin: Duration) -> Result<Duration> {
+        self.node.conn.check_window();
+        let path = || self.node.root.to_string();
+        let status = self.current_status();
+        if lock(&self.local).count == 0 || self.monitor.policy().is_lost(status) {
+            return Err(Error::LockLost { path: path() });
+        }
+        let now = std::time::Instant::now();
+        let left =
+            self.node.conn.safe_until().map_or(Duration::ZERO, |until| until.saturating_duration_since(now));
+        if left.is_zero() || left < margin {
+            return Err(Error::UnsafeWindow { path: path(), left, margin });
+        }
+        Ok(left)
     }
 
     /// Takes one more hold on the node (reentrancy through a guard).

@@ -99,6 +99,11 @@ impl Monitor {
         }
     }
 
+    /// The hold's loss policy.
+    pub fn policy(&self) -> LossPolicy {
+        self.policy
+    }
+
     pub fn subscribe(&self) -> watch::Receiver<LockStatus> {
         self.status.subscribe()
     }

@@ -15,3 +15,6 @@ pub use self::mutex::InterProcessMutex;
 pub use self::rwlock::{InterProcessReadWriteLock, ReadLock, WriteLock};
 pub use self::semaphore::InterProcessSemaphore;
 pub use self::semaphore_mutex::InterProcessSemaphoreMutex;
+// The rules themselves, for reading a tree without joining it (`crate::inspect`).
+pub(crate) use self::rwlock::RwRule;
+pub(crate) use self::semaphore::Weighted;

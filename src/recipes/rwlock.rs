@@ -19,7 +19,7 @@ use crate::session::Session;
 /// predecessor). A reader proceeds when no writer is ahead of it, and otherwise waits on the
 /// nearest writer ahead. So a reader queued behind a waiting writer waits (writer preference),
 /// and a writer's release wakes exactly the readers between it and the next writer.
-struct RwRule;
+pub(crate) struct RwRule;
 
 impl Admission for RwRule {
     fn decide(&self, queue: &[QueueNode], me: usize) -> Decision {

@@ -17,14 +17,7 @@ use crate::session::Session;
 /// the weight holds one. A weight that can't be read, or is 0 or above `max` (a foreign or
 /// corrupt node), counts as `max`: it is never under-counted, so it can never make us over-admit.
 fn weight(node: &QueueNode, max: u64) -> u64 {
-    let head = node.name.rfind(&format!("-{LEASE_MARKER}")).map_or("", |at| &node.name[..at]);
-    match head.rsplit_once("-w") {
-        None => 1,
-        Some((_, n)) => match n.parse::<u64>() {
-            Ok(w) if (1..=max).contains(&w) => w,
-            _ => max,
-        },
-    }
+    crate::naming::lease_weight(&node.name, max)
 }
 
 /// Admits, in queue order, every node whose leases fit with all those ahead of it: the longest
@@ -37,8 +30,8 @@ fn weight(node: &QueueNode, max: u64) -> u64 {
 /// holder's node when only one is ahead, or every holder's node under a lock delay. Only it
 /// does: every later waiter watches the waiter just ahead of it, which touches its node's data
 /// once admitted, so waking stays one at a time (no herd).
-struct Weighted {
-    max: u64,
+pub(crate) struct Weighted {
+    pub(crate) max: u64,
 }
 
 impl Admission for Weighted {

@@ -16,6 +16,7 @@ mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]
 mod tls;
+mod window;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

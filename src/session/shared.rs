@@ -49,6 +49,9 @@ pub(crate) struct Shared {
 pub(super) struct Reports {
     pub(super) status: watch::Sender<SessionStatus>,
     pub(super) events: broadcast::Sender<SessionStatus>,
+    /// Whether `Suspended` is the last published state of the current generation (the
+    /// connection dropped, or the safe window passed: see `window.rs`).
+    pub(super) suspended: Mutex<bool>,
 }
 
 /// What the safe window is computed from: the latest answered request, and the negotiated
@@ -72,6 +75,7 @@ impl Shared {
             reports: Reports {
                 status: watch::channel(SessionStatus { state: ConnectionState::Connected, generation: 1 }).0,
                 events: broadcast::channel(64).0,
+                suspended: Mutex::new(false),
             },
             closing: watch::channel(false).0,
             nodelay_missed: AtomicBool::new(false),
@@ -334,6 +338,14 @@ impl Conn {
     /// The safe window of this generation: `None` once it is not the current session.
     pub fn safe_until(&self) -> Option<Instant> {
         self.shared()?.safe_until(self.generation)
+    }
+
+    /// Publishes `Suspended` at once if this generation's safe window has passed (see
+    /// `window.rs`): called before a hold's status is read or subscribed to.
+    pub fn check_window(&self) {
+        if let Some(shared) = self.shared() {
+            shared.check_window(self.generation);
+        }
     }
 
     /// Sends the delete of our node at `path` now (any later request of this session is ordered

@@ -38,7 +38,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
         *lock(&shared.current) = None;
         lock(&shared.nodes).clear();
         drop(conn);
-        shared.publish(ConnectionState::Lost, generation);
+        shared.publish_unsuspended(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
             Some(client) => {
                 conn = shared.install(client, generation + 1);
@@ -49,7 +49,7 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
                     session = format_args!("{:#x}", conn.client.session_id().0),
                     "new session"
                 );
-                shared.publish(ConnectionState::Connected, generation + 1);
+                shared.publish_unsuspended(ConnectionState::Connected, generation + 1);
             }
             None => break,
         }
@@ -60,38 +60,45 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
 /// Follows one generation until it expires or the session is closed. Each connection of the
 /// generation after the first gets Nagle turned off (a reconnection opens a new socket): the
 /// first had it done after `states` was made, so any reconnection since is a change here.
+///
+/// The generation is suspended while its connection is down or its safe window has passed
+/// (`window.rs`): a timer at the window's end suspends it if no answer came meanwhile, and it
+/// is reported `Reconnected` only once connected with the window open again (a beat is sent at
+/// once to open it after a reconnection that found it passed).
 async fn serve(
     shared: &Arc<Shared>,
     conn: &Conn,
     mut states: StateWatcher,
     closing: &mut watch::Receiver<bool>,
 ) -> Ended {
-    let mut suspended = false;
+    let generation = conn.generation;
     // The client pings after 3/20 of the timeout of idleness; our own beat, every fifth of the
     // timeout, is what tells us when the server last heard us (see `Session::safe_until`).
     let period = (conn.client.session_timeout() / 5).max(Duration::from_millis(10));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut beat: Option<JoinHandle<()>> = None;
+    let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
     let mut changed = false;
     let ended = loop {
-        if changed && matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly) {
+        let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
+        if changed && connected {
             shared.nodelay().await;
         }
         changed = false;
         match state {
-            SessionState::Disconnected if !suspended => {
-                suspended = true;
-                shared.publish(ConnectionState::Suspended, conn.generation);
-            }
-            SessionState::SyncConnected | SessionState::ConnectedReadOnly if suspended => {
-                suspended = false;
-                shared.publish(ConnectionState::Reconnected, conn.generation);
-            }
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
+            SessionState::Disconnected => shared.suspend(generation),
+            // Connected: resume if suspended. Back, but the window passed meanwhile: a beat's
+            // answer opens it (and resumes).
+            _ if connected && !shared.resume(generation) && beat.as_ref().is_none_or(|b| b.is_finished()) => {
+                beat = Some(heartbeat(conn));
+            }
             _ => {}
         }
+        // The window's end, while not suspended: if no answer moved it by then, suspend.
+        let window_end = (!shared.is_suspended()).then(|| shared.safe_until(generation)).flatten();
         tokio::select! {
             _ = closing.wait_for(|c| *c) => break Ended::Closed,
             next = states.changed() => {
@@ -103,12 +110,23 @@ async fn serve(
                     beat = Some(heartbeat(conn));
                 }
             }
+            // An answer: the window moved (and may open again after a lapse).
+            _ = contacts.changed() => {}
+            _ = sleep_until_some(window_end) => shared.check_window(generation),
         }
     };
     if let Some(beat) = beat {
         beat.abort();
     }
     ended
+}
+
+/// Sleeps until `at`, or forever when `None`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// One cheap read; its send time becomes the last contact when it is answered.
@@ -182,5 +200,5 @@ async fn finish_close(shared: &Arc<Shared>) {
         }
         drop(conn);
     }
-    shared.publish(ConnectionState::Closed, generation);
+    shared.publish_unsuspended(ConnectionState::Closed, generation);
 }

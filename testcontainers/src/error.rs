@@ -42,6 +42,40 @@ pub enum HarnessError {
     #[error("no node reports itself as leader")]
     NoLeader,
 
+    /// A resource server (PostgreSQL, Redis) is not installed here. The message says what to
+    /// install (`scripts/ensure-resources`).
+    #[error("{resource} is not installed: {hint}")]
+    NotInstalled {
+        /// `"PostgreSQL"` or `"Redis"`.
+        resource: &'static str,
+        /// What was looked for and what to install.
+        hint: String,
+    },
+
+    /// A resource server's set-up step (such as `initdb`) failed.
+    #[error("{resource}: {step} failed: {output}")]
+    ResourceSetup {
+        /// `"PostgreSQL"` or `"Redis"`.
+        resource: &'static str,
+        /// The step, e.g. the command line.
+        step: String,
+        /// What the step printed (its tail).
+        output: String,
+    },
+
+    /// A resource server exited, or did not accept connections, during start-up.
+    #[error("{resource} at {addr} did not become ready within {waited_ms} ms; log tail:\n{log_tail}")]
+    ResourceNotReady {
+        /// `"PostgreSQL"` or `"Redis"`.
+        resource: &'static str,
+        /// The address it was told to listen on.
+        addr: std::net::SocketAddr,
+        /// How long we waited.
+        waited_ms: u128,
+        /// The last lines of the server's log.
+        log_tail: String,
+    },
+
     /// An I/O error from the operating system.
     #[error("{context}: {source}")]
     Io {

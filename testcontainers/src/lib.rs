@@ -11,6 +11,13 @@
 //! * TLS ([`ClusterConfig::tls`]): a `secureClientPort` per server with a throwaway CA, server
 //!   and client certificates made by `openssl` ([`TlsFiles`]); one-way or mutual.
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
+//! * The user's own resources, for fencing tests: [`PostgresServer`] (a throwaway PostgreSQL
+//!   cluster made by `initdb`, trust auth, user `postgres`; run as the `postgres` user when we are
+//!   root) and [`RedisServer`] (`redis-server` without persistence), each on a free loopback port
+//!   in its own temporary directory, ready once it accepts connections (PostgreSQL) or answers
+//!   `PING` (Redis), and stopped by PID on `stop()` or drop, also while a test panics. Debian's
+//!   `postgresql` and `redis-server` packages (`scripts/ensure-resources` installs them);
+//!   `PG_BIN` and `REDIS_SERVER` point elsewhere.
 //!
 //! Backends: the local one (default) runs Debian's `zookeeper` package or `$ZOOKEEPER_HOME` as
 //! `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
@@ -23,14 +30,19 @@ mod error;
 mod fourlw;
 mod local;
 mod ports;
+mod postgres;
 mod proxy;
+mod redis;
+mod resource;
 mod spawner;
 
 pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
 pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
 pub use error::HarnessError;
 pub use fourlw::Mode;
+pub use postgres::{PostgresConfig, PostgresServer};
 pub use proxy::FaultProxy;
+pub use redis::{RedisConfig, RedisServer};
 
 /// The connect string tests should use: `ZK_CONNECT` when set (an external server), else `None`.
 pub fn external_connect_string() -> Option<String> {

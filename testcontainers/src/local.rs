@@ -1,7 +1,7 @@
 //! The local backend: ZooKeeper's server jar run as a plain `java` process.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use crate::{spawner, HarnessError};
 
@@ -65,12 +65,6 @@ impl LocalInstall {
         heap_mb: u32,
         properties: &[(String, String)],
     ) -> Result<Child, HarnessError> {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(HarnessError::io(format!("opening {}", log.display())))?;
-        let err = out.try_clone().map_err(HarnessError::io("duplicating the log handle"))?;
         let level = std::env::var("ZK_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into());
         let mut cmd = Command::new("java");
         cmd.arg(format!("-Xmx{heap_mb}m"))
@@ -82,10 +76,8 @@ impl LocalInstall {
             .arg("-cp")
             .arg(&self.classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-            .arg(cfg)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+            .arg(cfg);
+        spawner::log_to(&mut cmd, log)?;
         spawner::spawn(cmd).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
                 HarnessError::NoBackend(format!("`java` is not on PATH; {INSTALL_HINT}"))

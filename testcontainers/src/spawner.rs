@@ -46,3 +46,16 @@ pub(crate) fn spawn(cmd: Command) -> std::io::Result<Child> {
     spawner().lock().map_err(|_| closed())?.send((cmd, tx)).map_err(|_| closed())?;
     rx.recv().map_err(|_| closed())?
 }
+
+/// Closes `cmd`'s stdin and appends its stdout and stderr to `log` (created when missing): how
+/// every server the harness starts is set up.
+pub(crate) fn log_to(cmd: &mut Command, log: &std::path::Path) -> Result<(), crate::HarnessError> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(crate::HarnessError::io(format!("opening {}", log.display())))?;
+    let err = out.try_clone().map_err(crate::HarnessError::io("duplicating the log handle"))?;
+    cmd.stdin(std::process::Stdio::null()).stdout(out).stderr(err);
+    Ok(())
+}

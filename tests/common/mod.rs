@@ -5,6 +5,7 @@
 pub mod peers;
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
@@ -531,4 +532,22 @@ pub async fn learn_fresh_paths(s: &Session, base: &str) {
         let mutex = zk_recipes::InterProcessMutex::new(s, &format!("{base}/learn{i}")).unwrap();
         mutex.acquire().await.unwrap().release().await.unwrap();
     }
+}
+
+/// The binary of the example `name` beside the test binaries. `cargo test` builds every
+/// example first; a filtered run (`cargo test --test X`) does not, so it is built here when
+/// missing (not when present: building it here without the suite's features, `tls` among them,
+/// would rebuild the library in the middle of the run). After changing the library, a filtered
+/// run of a test that runs an example wants `cargo build --example NAME` first.
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let path = exe.parent().and_then(|deps| deps.parent()).expect("target dir").join("examples").join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let built =
+            std::process::Command::new(cargo).args(["build", "--example", name]).status().expect("cargo");
+        assert!(built.success(), "building the {name} example failed");
+    }
+    assert!(path.exists(), "{} is missing", path.display());
+    path
 }

@@ -1,0 +1,86 @@
+//! The command line: the options, the internal child commands, and the names `--only` and
+//! `--peers` accept.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The scenarios `--only` can pick.
+pub const SCENARIOS: [&str; 12] = [
+    "uncontended",
+    "contended",
+    "many-locks",
+    "per-order",
+    "semaphore",
+    "rwlock",
+    "leader",
+    "failover",
+    "scale",
+    "fencing",
+    "network",
+    "ensemble",
+];
+/// The peers `--peers` can pick (their short names).
+pub const PEER_NAMES: [&str; 6] =
+    ["zk-recipes", "zk-recipes-drop", "lockclient", "curator", "kazoo", "naive"];
+
+/// Benchmarks zk-recipes' locks side by side with Apache Curator, kazoo, zookeeper-client's
+/// LockClient and the naive one-node recipe, and its semaphore, read/write lock and leader
+/// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
+/// server, then a 3-node ensemble), in one run.
+///
+/// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
+/// /usr/bin/python3 with kazoo (scripts/ensure-peers installs both on Debian/Ubuntu).
+#[derive(Parser, Debug)]
+#[command(name = "zk-bench", version, args_conflicts_with_subcommands = true)]
+pub struct Args {
+    /// Every scenario for a moment, as a smoke test (0.5 s runs, 1 repeat): checks that every
+    /// peer produced numbers and that no two holds overlapped; asserts nothing about speed.
+    #[arg(long)]
+    pub quick: bool,
+    /// Seconds per measured run [default: 5, or 0.5 with --quick].
+    #[arg(long, value_name = "S", value_parser = positive_secs)]
+    pub seconds: Option<f64>,
+    /// Repeats of every measured scenario; the report shows the median and min–max [default: 3,
+    /// or 1 with --quick].
+    #[arg(long, value_name = "R", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeats: Option<u32>,
+    /// Where the report goes [default: target/bench-report].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Leave out a peer that can't run here (and say so in the report) instead of stopping.
+    #[arg(long)]
+    pub skip_missing: bool,
+    /// Never run scripts/ensure-peers to install a missing peer; only say what to run.
+    #[arg(long)]
+    pub no_install: bool,
+    /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
+    /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
+    /// failover (handovers after a kill of the leader's process), scale, fencing (a fenced write
+    /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble. The raw
+    /// write round trip is always measured.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    pub only: Vec<String>,
+    /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
+    pub peers: Vec<String>,
+    #[command(subcommand)]
+    pub child: Option<ChildCommand>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ChildCommand {
+    /// (internal) One side of the scale scenario, in its own process.
+    #[command(hide = true)]
+    ScaleChild { peer: String, connect: String, path: String, waiters: usize },
+    /// (internal) A candidate of the failover scenario, in its own process.
+    #[command(hide = true)]
+    ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },
+}
+
+fn positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= 3600.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number of seconds in (0, 3600]")),
+    }
+}

@@ -1,0 +1,175 @@
+//! The text `--help` and the man pages share: exit codes, examples, the command's environment.
+//! One table each, so that `zklock --help` and `man zklock-run` never disagree.
+
+use clap::CommandFactory;
+
+use crate::args::Cli;
+
+/// One exit status, and the subcommands it can come from (empty: every one).
+pub struct Code {
+    pub code: &'static str,
+    pub text: &'static str,
+    pub from: &'static [&'static str],
+}
+
+const LOCKING: &[&str] = &["run", "hold", "elect"];
+const TALKING: &[&str] = &["run", "hold", "status", "ls", "elect", "revoke", "break", "deadlocks", "top"];
+
+/// Every exit status, in order. The first is the command's own (for `run` and `elect`).
+pub const CODES: &[Code] = &[
+    Code {
+        code: "0",
+        text: "success (hold: released after stdin closed or SIGINT/SIGTERM; elect --observe: \
+               ended by a signal)",
+        from: &[],
+    },
+    Code {
+        code: "1",
+        text: "break/revoke: nobody holds the path, or break was not confirmed; deadlocks: a \
+               deadlock was found",
+        from: &["revoke", "break", "deadlocks"],
+    },
+    Code {
+        code: "64",
+        text: "bad input: an invalid lock path, a missing `--` before the command, a path holding \
+               another recipe's or the other --format's nodes, unusable TLS files, --min-hold \
+               longer than --max-hold",
+        from: &[],
+    },
+    Code {
+        code: "69",
+        text: "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
+               session expired, or authentication failed",
+        from: TALKING,
+    },
+    Code {
+        code: "75",
+        text: "lock busy (--no-wait) or not acquired within --timeout (or -E N)",
+        from: &["run", "hold"],
+    },
+    Code {
+        code: "76",
+        text: "lock or leadership lost while the command ran (its group got SIGTERM, then SIGKILL)",
+        from: LOCKING,
+    },
+    Code {
+        code: "79",
+        text: "run --once-per: a run succeeded within the period (on any host); the command was \
+               not run",
+        from: &["run"],
+    },
+    Code {
+        code: "124",
+        text: "run --max-hold passed: the command's group got SIGTERM, then SIGKILL; lock released",
+        from: &["run"],
+    },
+    Code {
+        code: "126",
+        text: "the command could not be executed; 127 the command was not found",
+        from: &["run", "elect"],
+    },
+    Code {
+        code: "130",
+        text: "SIGINT while waiting; 143 SIGTERM while waiting (our queue node deleted first)",
+        from: LOCKING,
+    },
+];
+
+/// What `run` and `elect` exit with when the command ran to its end.
+pub const OWN_STATUS: &str = "the command's own status (128+N if it was killed by signal N), or";
+
+pub const EXAMPLES: &[&str] = &[
+    "export ZK_CONNECT=zk1:PORT,zk2:PORT,zk3:PORT",
+    "zklock run --once-per 20h /locks/nightly-report -- ./report.sh --full",
+    "zklock run -c 'make build && make deploy' /locks/deploy",
+    "zklock run --no-wait -E 0 /locks/deploy -- make deploy  # exit 0 if someone deploys now",
+    "zklock run -n --min-hold 1m /locks/cron-job -- ./job    # cron on many hosts, skewed clocks",
+    "zklock run --timeout 30s /locks/db-migrate -- ./migrate",
+    "zklock run --shared /locks/db -- ./read-report          # many readers...",
+    "zklock run --exclusive /locks/db -- ./migrate           # ...or one writer",
+    "zklock run --limit 3 /locks/crawlers -- ./crawl         # at most 3 at once",
+    "coproc L { exec zklock hold /locks/b; }; read -r t <&\"${L[0]}\"; ...; kill $L_PID; wait $L_PID",
+    "zklock status /locks/nightly-report",
+    "zklock ls /locks",
+    "zklock deadlocks /locks                                 # exit 1: sessions wait for each other",
+    "zklock top /locks                                       # live: holders, waiters, hold ages",
+    "zklock elect --id $(hostname) /election/scheduler -- ./scheduler",
+    "zklock elect --observe /election/scheduler",
+    "zklock revoke /locks/deploy                             # ask the holder to finish",
+    "zklock break /locks/deploy                              # delete the holder's node",
+    "zklock completions bash > /etc/bash_completion.d/zklock",
+    "zklock man --dir /usr/local/share/man/man1              # zklock(1), zklock-run(1), ...",
+];
+
+/// The variables `run` and `elect` set for the command.
+pub const COMMAND_ENV: &[(&str, &str)] = &[
+    (
+        "ZKLOCK_FENCING_TOKEN",
+        "strictly increasing across holders: pass it to what you write, so that a stale holder's \
+         writes can be refused",
+    ),
+    ("ZKLOCK_PATH", "the lock or election path"),
+    ("ZKLOCK_NODE", "the full path of our queue node"),
+];
+
+/// Variables zklock reads that are not a flag's.
+pub const OTHER_ENV: &[(&str, &str)] = &[(
+    "RUST_LOG",
+    "which log events go to stderr, as tracing-subscriber's EnvFilter reads it (default: warn); \
+     e.g. RUST_LOG=debug or RUST_LOG=zk_recipes=info. See --log-format",
+)];
+
+pub const SAFETY: &str = "\
+The command runs in its own process group and sees ZKLOCK_FENCING_TOKEN (strictly increasing
+across holders: pass it to what you write, so that a stale holder's writes can be refused),
+ZKLOCK_PATH and ZKLOCK_NODE. On a loss its group gets SIGTERM at once and SIGKILL after --grace,
+but never later than the session's safe window minus --kill-margin. If zklock itself is killed,
+the command (not its children) gets SIGKILL; only fencing tokens protect against what is left.";
+
+/// Wraps `text` at `width` columns, the first line after `first`, the others after `rest`.
+fn wrap(text: &str, width: usize, first: &str, rest: &str) -> String {
+    let mut out = String::from(first);
+    let mut column = first.len();
+    let mut fresh = true;
+    for word in text.split_whitespace() {
+        if !fresh && column + 1 + word.len() > width {
+            out.push('\n');
+            out.push_str(rest);
+            column = rest.len();
+            fresh = true;
+        }
+        if !fresh {
+            out.push(' ');
+            column += 1;
+        }
+        out.push_str(word);
+        column += word.len();
+        fresh = false;
+    }
+    out
+}
+
+/// The text after `zklock --help`: exit codes, examples, the safety note.
+pub fn after_help() -> String {
+    let mut text = String::from("Exit codes:\n  ");
+    text.push_str(OWN_STATUS);
+    for code in CODES {
+        text.push('\n');
+        text.push_str(&wrap(code.text, 96, &format!("  {:>3}  ", code.code), "       "));
+    }
+    text.push_str("\n\nExamples:\n");
+    for example in EXAMPLES {
+        text.push_str("  ");
+        text.push_str(example);
+        text.push('\n');
+    }
+    text.push('\n');
+    text.push_str(SAFETY);
+    text
+}
+
+/// The clap command, with the generated text after `--help`: what parsing, the completions and
+/// the man pages use.
+pub fn command() -> clap::Command {
+    Cli::command().after_help(after_help())
+}

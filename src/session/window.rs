@@ -1,0 +1,93 @@
+//! The safe window's side of the connection state: a session counts as
+//! [`ConnectionState::Suspended`] while its connection is down **or** while its safe window has
+//! passed without a fresh answer from the server, whatever the client's own state says.
+//!
+//! Why: a process paused (SIGSTOP, a long GC-like stall, a VM freeze) past its session timeout
+//! wakes with its client still "connected" and its holds still `Held` as far as any event has
+//! said; meanwhile the server may have expired the session and given the lock to another. The
+//! only thing that is right at once after such a pause is the clock: `last contact + timeout`
+//! has passed. So:
+//! * readers of a hold's status (`Hold::status`, `lost`, `ensure_safe`) call
+//!   [`Shared::check_window`] first, which publishes `Suspended` at once if the window lapsed;
+//! * the session's task (`supervisor.rs`) sleeps until the window's end and does the same when
+//!   it runs, and publishes `Reconnected` only once an answer has opened the window again.
+//!
+//! One flag (`Reports::suspended`) says whether `Suspended` is the last published state of the
+//! current generation; it is read and changed under its lock, together with the publication,
+//! so the connection's drop and the window's lapse publish `Suspended` once, and `Reconnected`
+//! follows only a published `Suspended`.
+
+use std::time::Instant;
+
+use super::shared::Shared;
+use crate::status::ConnectionState;
+use crate::util::lock;
+
+impl Shared {
+    /// Whether the safe window of `generation` has passed at `now` (or `generation` is not the
+    /// current session, or has had no answer yet).
+    pub(crate) fn window_lapsed(&self, generation: u64, now: Instant) -> bool {
+        self.safe_until(generation).is_none_or(|until| until <= now)
+    }
+
+    /// Whether `Suspended` is the last published state of the current generation.
+    pub(super) fn is_suspended(&self) -> bool {
+        *lock(&self.reports.suspended)
+    }
+
+    /// Publishes `Suspended` for `generation`, unless it is already suspended or is not the
+    /// current session (an expired generation is reported `Lost`, never `Suspended` after it).
+    pub(super) fn suspend(&self, generation: u64) {
+        let mut suspended = lock(&self.reports.suspended);
+        if *suspended || !self.is_current(generation) {
+            return;
+        }
+        *suspended = true;
+        self.publish(ConnectionState::Suspended, generation);
+    }
+
+    /// Publishes `Reconnected` for `generation` if it was suspended, is still the current
+    /// session, and its safe window is open again. Returns whether the session is (now) not
+    /// suspended.
+    pub(super) fn resume(&self, generation: u64) -> bool {
+        let mut suspended = lock(&self.reports.suspended);
+        if !*suspended {
+            return true;
+        }
+        if !self.is_current(generation) || self.window_lapsed(generation, Instant::now()) {
+            return false;
+        }
+        *suspended = false;
+        self.publish(ConnectionState::Reconnected, generation);
+        true
+    }
+
+    /// A new generation starts (or the session ends): it is not suspended. Called with the
+    /// publication of `Lost`, `Connected` or `Closed`, under the same lock.
+    pub(super) fn publish_unsuspended(&self, state: ConnectionState, generation: u64) {
+        let mut suspended = lock(&self.reports.suspended);
+        *suspended = false;
+        self.publish(state, generation);
+    }
+
+    /// Publishes `Suspended` at once if the safe window of `generation` has passed: what every
+    /// read of a hold's status does first, so that a status read right after a pause is never
+    /// `Held` past the window, before the session's task has run.
+    pub(crate) fn check_window(&self, generation: u64) {
+        let lapsed = self.safe_until(generation).is_some_and(|until| until <= Instant::now());
+        if lapsed && !self.is_suspended() {
+            tracing::warn!(
+                connect = %self.connect,
+                generation,
+                "the safe window passed without an answer from the server (a pause of this \
+                 process, or a server that stopped answering): suspended until one comes"
+            );
+            self.suspend(generation);
+        }
+    }
+
+    /// Whether `generation` is the current session's (and the session is not closed).
+    fn is_current(&self, generation: u64) -> bool {
+        !self.is_closed() && lock(&self.current).as_ref().is_some_and(|c| c.generation == generation)
+    }
+}
