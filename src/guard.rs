@@ -93,8 +93,7 @@ impl LockGuard {
     /// compares the same way in either type. See `docs/fencing.md` for the patterns that check
     /// it at PostgreSQL and Redis.
     pub fn fencing_token_i64(&self) -> i64 {
-        // A czxid is a non-negative i64; the saturation never happens.
-        i64::try_from(self.fencing_token()).unwrap_or(i64::MAX)
+        self.holds().iter().map(|h| h.fencing_token_i64()).max().unwrap_or_default()
     }
 
     /// Each lock path with its fencing token, in acquisition order (one entry unless this is a
@@ -326,6 +325,11 @@ impl HoldView {
     /// As [`LockGuard::safe_until`].
     pub fn safe_until(&self) -> Option<std::time::Instant> {
         self.0.safe_until()
+    }
+
+    /// As [`LockGuard::fencing_token_i64`].
+    pub fn fencing_token_i64(&self) -> i64 {
+        self.0.fencing_token_i64()
     }
 
     /// As [`LockGuard::ensure_safe`].

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::*;
 use zk_recipes::zookeeper_client::{Acls, CreateMode};
 use zk_recipes::{ConnectOptions, Session};
-use zk_testcluster::{ClusterConfig, ZkCluster};
+use zk_testcluster::ZkCluster;
 
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -103,12 +103,7 @@ async fn ride_out_keeps_the_command_through_a_short_disconnect_and_the_default_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durations_take_bare_seconds_and_options_their_environment_variables() {
     // Sessions of 2 to 4 ticks of 1 s: asking for 10 s is noted as 4 s.
-    let config = ClusterConfig {
-        tick_time: Duration::from_secs(1),
-        max_session_timeout: Duration::from_secs(4),
-        ..ClusterConfig::default()
-    };
-    let zk = ZkCluster::start(config).await.unwrap();
+    let zk = one_second_ticks().await;
     let c = zk.connect_string();
     let out = zklock(&c).env("ZKLOCK_SESSION_TIMEOUT", "10").args(["status", "/locks/env"]).output().unwrap();
     let err = stderr(&out);

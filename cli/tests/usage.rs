@@ -5,10 +5,9 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::time::Duration;
 
 use common::*;
-use zk_testcluster::{ClusterConfig, ZkCluster};
+use zk_testcluster::ZkCluster;
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -100,12 +99,7 @@ async fn a_session_timeout_zookeeper_cannot_carry_is_a_usage_error_for_every_sub
 async fn a_session_timeout_the_server_changed_is_noted_once() {
     // Sessions of 2 to 4 ticks of 1 s: 2 s to 4 s. (The client crate gives its first
     // connection the asked-for timeout: asking for 1 s leaves room on a busy machine.)
-    let config = ClusterConfig {
-        tick_time: Duration::from_secs(1),
-        max_session_timeout: Duration::from_secs(4),
-        ..ClusterConfig::default()
-    };
-    let zk = ZkCluster::start(config).await.unwrap();
+    let zk = one_second_ticks().await;
     let c = zk.connect_string();
     let notes = |err: &str| err.lines().filter(|l| l.starts_with("zklock: note: ")).count();
 

@@ -124,6 +124,11 @@ impl Hold {
         self.node.czxid as u64
     }
 
+    /// The token as ZooKeeper gives it: the czxid, a positive `i64`.
+    pub fn fencing_token_i64(&self) -> i64 {
+        self.node.czxid
+    }
+
     /// The status channel; a safe window that has passed is published (`Suspended`) first.
     pub fn status(&self) -> watch::Receiver<LockStatus> {
         self.node.conn.check_window();

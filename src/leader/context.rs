@@ -35,7 +35,7 @@ impl LeadershipContext {
 
     /// As [`crate::LockGuard::fencing_token_i64`]: the same token, for a signed 64-bit column.
     pub fn fencing_token_i64(&self) -> i64 {
-        i64::try_from(self.fencing_token).unwrap_or(i64::MAX)
+        self.hold.fencing_token_i64()
     }
 
     /// Resolves when the task must stop: leadership was lost or interrupted, or the selector is

@@ -94,3 +94,14 @@ pub fn children_of(parent: u32) -> Vec<u32> {
         })
         .collect()
 }
+
+/// A standalone server with 1 s ticks that grants sessions of 2 to 4 s (2 to 4 ticks): a
+/// session timeout asked for outside that range is bounded by the server, which zklock notes.
+pub async fn one_second_ticks() -> zk_testcluster::ZkCluster {
+    let config = zk_testcluster::ClusterConfig {
+        tick_time: Duration::from_secs(1),
+        max_session_timeout: Duration::from_secs(4),
+        ..zk_testcluster::ClusterConfig::default()
+    };
+    zk_testcluster::ZkCluster::start(config).await.unwrap()
+}
