@@ -74,6 +74,14 @@
 //! The raw `zookeeper_client` crate is re-exported for the one escape hatch,
 //! [`Session::client`], and for the types it shares with the recipes (ACLs, create options):
 //! its types follow that crate's versions, not ours.
+//!
+//! # Feature flags
+//!
+//! `tls`, off by default, is the only feature flag (on docs.rs, the list below is generated
+//! from the comments of `Cargo.toml`'s `[features]`).
+#![cfg_attr(feature = "document-features", doc = document_features::document_features!())]
+// docs.rs marks the items of an optional feature ("Available on crate feature tls only").
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod error;
 mod format;

@@ -12,6 +12,7 @@
 //! | `zk_recipes_acquire_wait_seconds` | histogram | recipe, role |
 //! | `zk_recipes_hold_seconds` | histogram | recipe, role |
 //! | `zk_recipes_holds_lost_total` | counter | recipe, role, cause = `session_expired` / `node_deleted` / `session_closed` / `max_hold` |
+//! | `zk_recipes_holds_near_limit_total` | counter | recipe, role (a hold passed 4/5 of its `max_hold`) |
 //! | `zk_recipes_queue_length_at_join` | histogram | recipe, role |
 //! | `zk_recipes_session_transitions_total` | counter | state |
 //! | `zk_recipes_session_connected` | gauge (0/1) | |
@@ -83,6 +84,11 @@ impl Labels {
     /// An acquire waited out the lock delay (`LockOptions::lock_delay`) for `waited`.
     pub fn lock_delay(&self, waited: Duration) {
         metrics::histogram!("zk_recipes_lock_delay_seconds", self.with(None)).record(waited.as_secs_f64());
+    }
+
+    /// A hold passed four fifths of its maximum hold (`LockOptions::max_hold`) unreleased.
+    pub fn near_limit(&self) {
+        metrics::counter!("zk_recipes_holds_near_limit_total", self.with(None)).increment(1);
     }
 
     pub fn lost(&self, cause: &'static str) {

@@ -116,7 +116,17 @@ async fn metrics_count_the_work_done() {
     drop(ended);
     assert_eq!(delays, 1, "the next holder was queued before the limit passed");
 
+    // A hold released well before its limit never counts as near it.
+    let early = LockOptions::new().metrics_role("early").max_hold(Duration::from_secs(60));
+    let early = InterProcessMutex::with_options(&session, "/m/early", early).unwrap();
+    early.acquire().await.unwrap().release().await.unwrap();
+
     let snap = snapshot(&snapshotter);
+    // The hold that ran into its limit passed 4/5 of it first (its timer fires before the
+    // limit's, in the same task): counted once.
+    let near = |role: &'static str| [("recipe", "mutex"), ("role", role)];
+    assert_eq!(counter(&snap, "zk_recipes_holds_near_limit_total", &near("delayed")), 1, "{snap:#?}");
+    assert_eq!(counter(&snap, "zk_recipes_holds_near_limit_total", &near("early")), 0, "{snap:#?}");
     let fleet = |event: &'static str| [("recipe", "mutex"), ("role", "fleet"), ("event", event)];
     assert_eq!(counter(&snap, "zk_recipes_revocations_total", &fleet("requested")), 1, "{snap:#?}");
     assert_eq!(counter(&snap, "zk_recipes_revocations_total", &fleet("honoured")), 1, "{snap:#?}");

@@ -68,8 +68,9 @@ pub fn start(argv: &[String], env: &[(&str, String)]) -> Result<Group, Failure> 
     // Test hook: widen the fork-to-prctl window, so that the test can kill zklock inside it.
     let delay = std::env::var("ZKLOCK_TEST_FORK_DELAY_MS").ok().and_then(|v| v.parse::<u64>().ok());
     let delay = delay.map(|ms| libc::timespec {
-        tv_sec: (ms / 1000) as libc::time_t,
-        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+        // `as _`: the field's own type (`time_t` is deprecated on musl, where it changes).
+        tv_sec: (ms / 1000) as _,
+        tv_nsec: ((ms % 1000) * 1_000_000) as _,
     });
     // SAFETY: only async-signal-safe calls (nanosleep, prctl, getppid, getpid, signal,
     // tcsetpgrp), no allocation, between fork and exec.

@@ -30,9 +30,20 @@ pub enum Fault {
     KillWorkerProcess,
     PartitionServer,
     SlowServer,
+    ClockSlowWorker,
+    ClockFastWorker,
+    ClockStepWorker,
+    ClockFastServer,
+    DiskStall,
+    FullLogDisk,
+    PauseZkLeader,
+    OneWayRequests,
+    OneWayReplies,
+    OneWayServers,
+    LaggingFollower,
 }
 
-pub const FAULTS: [Fault; 12] = [
+pub const FAULTS: [Fault; 23] = [
     Fault::KillZkLeader,
     Fault::FreezeZkFollower,
     Fault::RollingRestart,
@@ -45,6 +56,17 @@ pub const FAULTS: [Fault; 12] = [
     Fault::KillWorkerProcess,
     Fault::PartitionServer,
     Fault::SlowServer,
+    Fault::ClockSlowWorker,
+    Fault::ClockFastWorker,
+    Fault::ClockStepWorker,
+    Fault::ClockFastServer,
+    Fault::DiskStall,
+    Fault::FullLogDisk,
+    Fault::PauseZkLeader,
+    Fault::OneWayRequests,
+    Fault::OneWayReplies,
+    Fault::OneWayServers,
+    Fault::LaggingFollower,
 ];
 
 /// How long [`Fault::PartitionServer`] cuts the leader off from the other servers: twice the
@@ -67,12 +89,23 @@ pub struct FaultRec {
 pub struct Schedule {
     pub rng: Rng,
     pub bag: Vec<Fault>,
+    /// The kinds the bag is refilled with (`--faults`; every kind by default).
+    pub kinds: Vec<Fault>,
+    /// `--every-kind`: the last phase goes on past its length until every kind was injected.
+    pub every_kind: bool,
+    /// The kinds injected so far.
+    pub met: std::collections::BTreeSet<Fault>,
 }
 
 impl Schedule {
+    /// Whether a run with `--every-kind` still owes a kind (in its last phase).
+    pub fn owes_a_kind(&self, last_phase: bool) -> bool {
+        self.every_kind && last_phase && self.kinds.iter().any(|k| !self.met.contains(k))
+    }
+
     pub fn next(&mut self) -> Fault {
         if self.bag.is_empty() {
-            self.bag = FAULTS.to_vec();
+            self.bag = self.kinds.clone();
         }
         let i = self.rng.below(self.bag.len() as u64) as usize;
         self.bag.remove(i)
@@ -85,6 +118,8 @@ pub struct Run {
     pub pauses: Vec<Pause>,
     pub kills: Vec<(u32, Duration)>,
     pub faults: Vec<FaultRec>,
+    /// Each phase's fault schedule, to replay it (`replay.rs`).
+    pub plans: Vec<crate::replay::PhasePlan>,
 }
 
 /// Injects `fault`; returns what it hit. Process faults land on the process of the worker that
@@ -109,6 +144,9 @@ pub async fn inject(
         | Fault::ShortCut
         | Fault::ResetConnection
         | Fault::SessionMove
+        | Fault::OneWayRequests
+        | Fault::OneWayReplies
+        | Fault::LaggingFollower
             if spawner.broken != Broken::None || rng.below(2) == 0 =>
         {
             holder_now(state, None).await.and_then(|w| {
@@ -229,6 +267,16 @@ pub async fn inject(
             }
             format!("server {i} {ms} ms")
         }
+        Fault::ClockSlowWorker | Fault::ClockFastWorker | Fault::ClockStepWorker | Fault::ClockFastServer => {
+            crate::faults_clock::inject(fault, zk, proxies, rng, procs, spawner, state, run, epoch).await?
+        }
+        Fault::DiskStall
+        | Fault::FullLogDisk
+        | Fault::PauseZkLeader
+        | Fault::OneWayRequests
+        | Fault::OneWayReplies
+        | Fault::OneWayServers
+        | Fault::LaggingFollower => crate::faults_grey::inject(fault, zk, proxies, pick(rng), rng).await?,
         Fault::PauseWorkerProcess | Fault::KillWorkerProcess => {
             // The lockset phase: a worker between its read and its write, of a fenced and of an
             // unfenced set in turn.

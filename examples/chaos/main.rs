@@ -1,15 +1,23 @@
 //! Fault injection over every recipe: mutual exclusion, lease totals and leader terms under
 //! ZooKeeper leader loss, follower freezes, rolling restarts, a leader partitioned from its
 //! quorum, slow servers, slow and cut client paths, session moves, paused and killed worker
-//! processes; a checker that explains every overlap; fencing as the final guard.
+//! processes, clocks running slow or fast and wall clocks stepped (`faults_clock.rs`); a checker that explains every overlap; fencing as the final guard.
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
 //!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
+//!     [--faults Kind,Kind,..] [--every-kind] [--replay HISTORY] [--recheck HISTORY]
 //! ```
+//! `--every-kind` keeps the last phase going past its length until every fault kind (of
+//! `--faults`, or all) was injected at least once in the run: CI's short round meets them all.
+//! `--replay HISTORY` runs the phases, seeds and fault schedule a `--history` file recorded
+//! again; `--recheck HISTORY` checks its recorded wire logs again, starting nothing
+//! (`replay.rs`).
+//! `--faults` limits the schedule to those kinds (as `faults.rs` names them: `ClockSlowWorker`..).
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
-//! `semaphore`, `semmutex`, `multi`, `latch`, `selector` and `lockset` (default: all, in that
-//! order), on one 3-node ensemble started once. `lockset` (`lockset.rs`) is Jepsen's etcd
+//! `semaphore`, `semmutex`, `multi`, `latch`, `selector`, `lockset`, and the options' `delay`,
+//! `maxhold`, `revoke` and `observer` (`workers_options.rs`, checked by `options_check.rs`)
+//! (default: all, in that order), on one 3-node ensemble started once. `lockset` (`lockset.rs`) is Jepsen's etcd
 //! lock-set against ZooKeeper, PostgreSQL and Redis, each fenced and unfenced, with a set-full
 //! check and an independent linearizability checker (`linearizable.rs`); its PostgreSQL and
 //! Redis are started once per run and stopped by PID at its end.
@@ -33,7 +41,12 @@
 //! the checker's verdict only.
 
 mod checker;
+mod clock_check;
+mod clock_map;
+mod convergence;
 mod faults;
+mod faults_clock;
+mod faults_grey;
 // The fencing patterns (examples/fencing/): chaos uses the lock-set part of them.
 #[path = "../fencing/mod.rs"]
 mod fencing;
@@ -41,10 +54,15 @@ mod linearizable;
 mod lockset;
 mod lockset_check;
 mod lockset_run;
+mod options_check;
+mod options_json;
+mod options_witness;
+mod replay;
 mod report;
 mod resource;
 mod timeline;
 mod workers;
+mod workers_options;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -68,8 +86,20 @@ const WORKERS_PER_PROCESS: usize = 3;
 const PROCESSES: usize = 2;
 /// The semaphore phase's maximum lease total.
 const SEM_MAX: u32 = 3;
-const PHASES: [&str; 8] =
-    ["mutex", "rwlock", "semaphore", "semmutex", "multi", "latch", "selector", "lockset"];
+const PHASES: [&str; 12] = [
+    "mutex",
+    "rwlock",
+    "semaphore",
+    "semmutex",
+    "multi",
+    "latch",
+    "selector",
+    "lockset",
+    "delay",
+    "maxhold",
+    "revoke",
+    "observer",
+];
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -106,6 +136,10 @@ fn worker_main(args: &[String]) -> Result<(), Error> {
     let lockset = get("--pg").ok().zip(get("--redis").ok());
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(async {
+        // A clock-faulted process (`faults_clock.rs`) reports its clock before anything else.
+        if let Ok(label) = get("--clock") {
+            faults_clock::start_samples(&addr, label).await?;
+        }
         let (stop_tx, stop) = tokio::sync::watch::channel(false);
         let mut tasks = Vec::new();
         for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
@@ -159,6 +193,18 @@ struct Spawner<'a> {
 
 impl Spawner<'_> {
     fn spawn(&self, p: usize, seed: u64) -> Result<WorkerProcess, Error> {
+        self.spawn_with(p, seed, &[], None)
+    }
+
+    /// As `spawn`, with `env` added to the process's environment, and `clock` labelling a faked
+    /// clock (`faults_clock.rs`: the process then reports its clock).
+    fn spawn_with(
+        &self,
+        p: usize,
+        seed: u64,
+        env: &[(String, String)],
+        clock: Option<&str>,
+    ) -> Result<WorkerProcess, Error> {
         let ids: Vec<String> = (0..WORKERS_PER_PROCESS).map(|i| format!("p{p}w{i}")).collect();
         let connects = &self.connects[p * WORKERS_PER_PROCESS..(p + 1) * WORKERS_PER_PROCESS];
         let child = Command::new(worker_binary()?)
@@ -172,6 +218,8 @@ impl Spawner<'_> {
                 &connects.join(";"),
             ])
             .args(&self.extra)
+            .args(clock.map(|c| ["--clock", c]).into_iter().flatten())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .spawn()?;
         Ok(WorkerProcess { child, ids })
@@ -196,8 +244,16 @@ async fn phase(
     epoch: Epoch,
     broken: Broken,
     servers: Option<&lockset_run::Servers>,
+    replayed: Option<replay::PhasePlan>,
 ) -> Result<PhaseReport, Error> {
-    let mut rng = Rng(schedule.rng.next());
+    // The phase's seed and its faults: drawn, or as a replayed history recorded them.
+    let phase_seed = replayed.as_ref().map_or_else(|| schedule.rng.next(), |p| p.seed);
+    let mut rng = Rng(phase_seed);
+    let mut source = match replayed {
+        Some(plan) => replay::Source::Replay(plan.faults.into()),
+        None => replay::Source::Draw,
+    };
+    let mut planned = Vec::new();
     let servers = servers.filter(|_| mode == "lockset");
     if let Some(s) = servers {
         lockset_run::reset(s, &zk.connect_string()).await?;
@@ -205,6 +261,9 @@ async fn phase(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?.to_string();
     let state = Arc::new(Mutex::new(History::default()));
+    let witness = (mode == "delay").then(|| {
+        tokio::spawn(options_witness::run(zk.connect_string(), "/chaos/delay", state.clone(), epoch))
+    });
     let server = tokio::spawn(resource::serve(listener, state.clone(), epoch, broken != Broken::NoFence));
     let connects = proxies.iter().map(FaultProxy::connect_string).collect();
     let extra = servers.map(lockset_run::Servers::args).unwrap_or_default();
@@ -224,18 +283,34 @@ async fn phase(
         epoch,
     ));
     let mut n_faults = 0;
-    while Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(1500 + rng.below(2000))).await;
-        if Instant::now() >= deadline {
-            break;
-        }
+    let last_phase = n.0 == n.1;
+    while !source.drawn() || Instant::now() < deadline || schedule.owes_a_kind(last_phase) {
         // The lockset phase: every other fault pauses the process of a worker between its read
         // and its write (what the unfenced sets are exposed to).
-        n_faults += 1;
-        let fault =
-            if servers.is_some() && n_faults % 2 == 1 { Fault::PauseWorkerProcess } else { schedule.next() };
+        let lockset = servers.is_some();
+        let kind = || {
+            n_faults += 1;
+            if lockset && n_faults % 2 == 1 {
+                Fault::PauseWorkerProcess
+            } else {
+                schedule.next()
+            }
+        };
+        let Some((gap_ms, fault, fault_seed)) = source.next(&mut rng, kind) else { break };
+        tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+        if source.drawn() && Instant::now() >= deadline && !schedule.owes_a_kind(last_phase) {
+            break;
+        }
+        // Recorded for the history, not replayed (a frozen server does not answer: bounded).
+        let leader =
+            tokio::time::timeout(Duration::from_millis(300), zk.leader()).await.ok().and_then(Result::ok);
+        planned.push(replay::Planned { gap_ms, fault, seed: fault_seed, leader });
+        // Each fault's choices from a seed of its own, so that a replay makes them again
+        // whatever the faults before it drew.
+        let mut fault_rng = Rng(fault_seed);
         let start = epoch.now();
-        let detail = inject(fault, zk, proxies, &mut rng, &mut procs, &spawner, &state, run, epoch).await?;
+        let detail =
+            inject(fault, zk, proxies, &mut fault_rng, &mut procs, &spawner, &state, run, epoch).await?;
         let end = epoch.now();
         eprintln!("  fault {:>7.2}-{:>7.2} s {fault:?}: {detail}", start.as_secs_f64(), end.as_secs_f64());
         run.lock().unwrap_or_else(|e| e.into_inner()).faults.push(FaultRec {
@@ -246,6 +321,7 @@ async fn phase(
             detail,
         });
         injected.fetch_add(1, Ordering::Relaxed);
+        schedule.met.insert(fault);
     }
     for p in &mut procs {
         if let Some(stdin) = p.child.stdin.as_mut() {
@@ -255,8 +331,16 @@ async fn phase(
     for mut p in procs {
         let _ = tokio::task::spawn_blocking(move || p.child.wait()).await;
     }
+    run.lock().unwrap_or_else(|e| e.into_inner()).plans.push(replay::PhasePlan {
+        phase: mode.to_string(),
+        seed: phase_seed,
+        faults: planned,
+    });
     progress.abort();
     server.abort();
+    if let Some(w) = witness {
+        w.abort();
+    }
     let ended = epoch.now();
     // Ephemeral nodes of killed sessions go when those sessions expire.
     let admin_session = Session::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
@@ -287,14 +371,16 @@ async fn phase(
     if let Some(finals) = finals {
         lockset_check::attach(&mut r, &finals, &run.pauses);
     }
+    options_check::attach(&mut r, mode, &run.pauses, &run.kills, &faults);
     Ok(r)
 }
 
 /// Everything the checker finds in one history, as numbers for the progress line.
 fn tally(mode: &str, h: &History, pauses: &[Pause], now: Duration) -> (usize, usize, usize) {
-    let cap = |_: &str| cap(mode);
+    let cap = |r: &str| cap(mode).or(workers_options::lease_cap(r));
     let fenced = checker::fenced(&h.ops, &cap, pauses, now);
-    let overlaps = checker::overlaps(&h.holds, &cap, pauses);
+    let mut overlaps = checker::overlaps(&h.holds, &cap, pauses);
+    clock_check::explain(&mut overlaps, &h.holds, &clock_check::spans(&h.clocks, &[]));
     let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
     (fenced.violations.len() + unexplained + h.lost_unseen.len(), overlaps.len() - unexplained, unexplained)
 }
@@ -344,36 +430,86 @@ fn main() {
         }
         return;
     }
-    let secs: u64 = arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(60);
-    let seed: u64 = arg("--seed").and_then(|s| s.parse().ok()).unwrap_or(0xc4a05);
-    let phases: Vec<String> = match arg("--phases") {
-        Some(list) => list.split(',').map(str::to_string).collect(),
-        None => PHASES.iter().map(|p| p.to_string()).collect(),
+    // `--recheck HISTORY`: the checker again, on the wire logs of a recorded run (replay.rs).
+    if let Some(path) = arg("--recheck") {
+        match replay::recheck_main(&path) {
+            Ok(code) => std::process::exit(code),
+            Err(e) => {
+                eprintln!("chaos: --recheck {path}: {e}");
+                std::process::exit(2);
+            }
+        }
+    }
+    // `--replay HISTORY`: the phases, seeds and faults a recorded run drew (replay.rs).
+    let replaying = arg("--replay").map(|path| {
+        let plans = std::fs::read_to_string(&path).map_err(Error::from).and_then(|t| {
+            let doc = serde_json::from_str::<serde_json::Value>(&t)?;
+            let broken = doc["broken"].as_str().unwrap_or("none").to_string();
+            Ok((replay::load_schedule(&t)?, doc["seconds_per_phase"].as_u64().unwrap_or(60), broken))
+        });
+        plans.unwrap_or_else(|e| {
+            eprintln!("chaos: --replay {path}: {e}");
+            std::process::exit(2);
+        })
+    });
+    let secs: u64 = match &replaying {
+        Some((_, secs, _)) => *secs,
+        None => arg("--seconds").and_then(|s| s.parse().ok()).unwrap_or(60),
     };
+    let seed: u64 = arg("--seed").and_then(|s| s.parse().ok()).unwrap_or(0xc4a05);
+    let phases: Vec<String> = match (&replaying, arg("--phases")) {
+        (Some((plans, _, _)), _) => plans.iter().map(|p| p.phase.clone()).collect(),
+        (None, Some(list)) => list.split(',').map(str::to_string).collect(),
+        (None, None) => PHASES.iter().map(|p| p.to_string()).collect(),
+    };
+    // A replay misbehaves as the recorded run did, unless told otherwise.
+    let recorded_broken = replaying.as_ref().map(|(_, _, broken)| broken.clone());
+    let mut plans: std::collections::VecDeque<replay::PhasePlan> =
+        replaying.map(|(plans, _, _)| plans.into()).unwrap_or_default();
     if let Some(bad) = phases.iter().find(|p| !PHASES.contains(&p.as_str())) {
         eprintln!("chaos: unknown phase {bad}; the phases are {}", PHASES.join(","));
         std::process::exit(2);
     }
-    let Some(broken) = Broken::parse(&arg("--broken").unwrap_or_else(|| "none".into())) else {
+    // `--faults A,B`: only these kinds (their `Debug` names), each in turn as usual.
+    let kinds: Vec<Fault> = match arg("--faults") {
+        Some(list) => {
+            let names: Vec<&str> = list.split(',').collect();
+            let known = |n: &str| faults::FAULTS.iter().any(|f| format!("{f:?}") == n);
+            if let Some(bad) = names.iter().find(|n| !known(n)) {
+                eprintln!("chaos: unknown fault {bad}; the kinds are {:?}", faults::FAULTS);
+                std::process::exit(2);
+            }
+            faults::FAULTS.iter().copied().filter(|f| names.contains(&format!("{f:?}").as_str())).collect()
+        }
+        None => faults::FAULTS.to_vec(),
+    };
+    let Some(broken) = Broken::parse(&arg("--broken").or(recorded_broken).unwrap_or_else(|| "none".into()))
+    else {
         eprintln!("chaos: --broken takes none, ignore-safe-window, no-fence or over-admit");
         std::process::exit(2);
     };
     println!(
-        "chaos: seed {seed} (replay with --seed {seed}), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
+        "chaos: seed {seed} (--history FILE records its schedule; --replay FILE runs it again), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
         phases.join(","),
         if broken == Broken::None { String::new() } else { format!(", BROKEN on purpose: {}", broken.name()) }
     );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    // Replica convergence after the last phase (convergence.rs).
+    let mut converged = None;
     let outcome = rt.block_on(async {
-        let mut zk = ZkCluster::start(
-            zk_testcluster::ClusterConfig { nodes: 3, ..Default::default() }.partitionable(true),
-        )
-        .await?;
+        // Partitionable, with the grey faults' disk-stall shim and log disks (faults_grey.rs).
+        let mut zk = faults_grey::start_cluster().await?;
         let proxies: Vec<FaultProxy> =
             (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
         let epoch = Epoch(resource::mono_ns());
         let run = Arc::new(Mutex::new(Run::default()));
-        let mut schedule = Schedule { rng: Rng(seed), bag: Vec::new() };
+        let mut schedule = Schedule {
+            rng: Rng(seed),
+            bag: Vec::new(),
+            kinds: kinds.clone(),
+            every_kind: args.iter().any(|a| a == "--every-kind"),
+            met: Default::default(),
+        };
         // Dropped (and so stopped) on an error too.
         let mut servers = match phases.iter().any(|p| p == "lockset") {
             true => Some(lockset_run::Servers::start().await?),
@@ -392,6 +528,7 @@ fn main() {
                 epoch,
                 broken,
                 servers.as_ref(),
+                plans.pop_front(),
             )
             .await?;
             for l in &r.lines {
@@ -403,12 +540,13 @@ fn main() {
         if let Some(s) = servers.as_mut() {
             s.stop();
         }
-        Ok::<_, Error>((reports, run))
+        converged = Some(convergence::check(&zk).await);
+        Ok::<_, Error>((reports, run, epoch))
     });
     if let Ok(copy) = worker_binary() {
         let _ = std::fs::remove_file(copy);
     }
-    let (reports, run) = match outcome {
+    let (reports, run, epoch) = match outcome {
         Ok(done) => done,
         Err(e) => {
             eprintln!("chaos failed to run: {e}");
@@ -440,7 +578,7 @@ fn main() {
         kinds.join(", ")
     );
     if let Some(path) = arg("--history") {
-        match std::fs::write(&path, history_json(seed, secs, &reports, &run)) {
+        match std::fs::write(&path, history_json(seed, secs, &reports, &run, (epoch, broken))) {
             Ok(()) => println!("history: {path}"),
             Err(e) => eprintln!("chaos: could not write {path}: {e}"),
         }
@@ -450,6 +588,8 @@ fn main() {
         Ok(()) => println!("timeline: {picture}"),
         Err(e) => eprintln!("chaos: could not draw the timeline {picture}: {e}"),
     }
+    // Any difference between the servers' trees fails the run too.
+    let violations = violations + converged.as_ref().map_or(0, convergence::print);
     println!("violations: {violations}");
     let _ = std::io::stdout().flush();
     if violations > 0 {

@@ -31,8 +31,9 @@ pub fn report(
     left: &[String],
     (started, ended): (Duration, Duration),
 ) -> PhaseReport {
-    let cap_of = |_: &str| cap(mode);
+    let cap_of = |r: &str| cap(mode).or(crate::workers_options::lease_cap(r));
     h.finish();
+    h.left = left.to_vec();
     // Operations still open when the phase ended (a task aborted mid-write): zero length.
     for op in &mut h.ops {
         if op.end.is_none() {
@@ -40,10 +41,14 @@ pub fn report(
         }
     }
     let fenced = checker::fenced(&h.ops, &cap_of, pauses, ended);
-    let overlaps = checker::overlaps(&h.holds, &cap_of, pauses);
+    let mut overlaps = checker::overlaps(&h.holds, &cap_of, pauses);
+    crate::clock_check::explain(&mut overlaps, &h.holds, &crate::clock_check::spans(&h.clocks, faults));
     let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
     let unseen = h.lost_unseen.len();
-    let violations = fenced.violations.len() + unexplained + unseen + left.len();
+    // A clock fault that did not take effect (`clock_map.rs`) fails the run.
+    let clock_verdicts = h.clocks.verdicts();
+    let clock_noops = clock_verdicts.iter().filter(|(_, ok)| !ok).count();
+    let violations = fenced.violations.len() + unexplained + unseen + left.len() + clock_noops;
     // The lockset phase writes to its own resources (`lockset_check.rs` reports them).
     let ls_writes = h.ls_ops.iter().filter(|o| o.kind == LsKind::Write);
     let accepted = h.ops.iter().filter(|o| o.accepted).count()
@@ -81,7 +86,7 @@ pub fn report(
     }
     let episodes = groups.iter().filter(|g| g.1.is_some()).count();
     lines.push(format!(
-        "  holds that began beside a holder the recipe must not admit with them: {} explained, in {episodes} episode(s) of a paused holder; {unexplained} unexplained",
+        "  holds that began beside a holder the recipe must not admit with them: {} explained, in {episodes} episode(s) of a paused holder or a clock fault; {unexplained} unexplained",
         overlaps.len() - unexplained
     ));
     for (earlier, why, list) in &groups {
@@ -132,6 +137,9 @@ pub fn report(
         if left.is_empty() { String::new() } else { format!(" {left:?}") }
     ));
     lines.push(generations_line(&h.generations));
+    for (line, _) in &clock_verdicts {
+        lines.push(format!("  clock-faulted worker process: {line}"));
+    }
     // Per fault kind: how many, and the longest wait from its start to the next accepted write.
     let mut accepted_at: Vec<Duration> = h
         .ops
@@ -246,17 +254,36 @@ pub fn secs(d: Duration) -> String {
 
 /// Every event of the run, one JSON document (times in seconds since the run's epoch on the
 /// machine's monotonic clock).
-pub fn history_json(seed: u64, secs_per_phase: u64, phases: &[(String, PhaseReport)], run: &Run) -> String {
+pub fn history_json(
+    seed: u64,
+    secs_per_phase: u64,
+    phases: &[(String, PhaseReport)],
+    run: &Run,
+    (epoch, broken): (crate::resource::Epoch, crate::workers::Broken),
+) -> String {
+    let fence = broken != crate::workers::Broken::NoFence;
     let mut out = format!(
-        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"phases\":[",
-        SESSION.as_millis()
+        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"epoch_ns\":{},\"broken\":{},\"fence\":{fence},\"schedule\":{},\"phases\":[",
+        SESSION.as_millis(),
+        epoch.0,
+        json_str(broken.name()),
+        crate::replay::schedule_json(&run.plans)
     );
     for (i, (mode, r)) in phases.iter().enumerate() {
         let h = &r.history;
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&format!("{{\"phase\":{},\"violations\":{},\"holds\":[", json_str(mode), r.violations));
+        let left: Vec<String> = h.left.iter().map(|l| json_str(l)).collect();
+        out.push_str(&format!(
+            "{{\"phase\":{},\"violations\":{},\"span\":[{},{}],\"left\":[{}],\"wire\":{},\"holds\":[",
+            json_str(mode),
+            r.violations,
+            secs(r.span.0),
+            secs(r.span.1),
+            left.join(","),
+            crate::replay::wire_json(h)
+        ));
         let holds: Vec<String> = h.holds.iter().map(|x| format!(
             "{{\"worker\":{},\"pid\":{},\"resource\":{},\"kind\":{},\"token\":{},\"start\":{},\"end\":{},\"deadline\":{},\"cause\":{}}}",
             json_str(&x.worker), x.pid, json_str(&x.resource), json_str(&x.kind.code()), x.token, secs(x.start), secs(x.end), secs(x.deadline), json_str(&x.cause))).collect();
@@ -298,6 +325,10 @@ pub fn history_json(seed: u64, secs_per_phase: u64, phases: &[(String, PhaseRepo
         if let Some(ls) = &r.lockset {
             out.push_str(",\"lockset\":");
             out.push_str(&crate::lockset_check::json(ls, &h.ls_ops));
+        }
+        if !h.opts.is_empty() {
+            out.push_str(",\"options\":");
+            out.push_str(&crate::options_json::json(&h.opts));
         }
         out.push('}');
     }

@@ -70,6 +70,15 @@ pub struct History {
     /// Lock-set workers between a read and its write: worker → when the read returned, and
     /// whether the set is fenced.
     ls_work: HashMap<String, (Duration, bool)>,
+    /// The clocks of clock-faulted worker processes (`clock_map.rs`).
+    pub clocks: crate::clock_map::ClockMap,
+    /// The option phases' records (`options_check.rs`).
+    pub opts: crate::options_check::OptHistory,
+    /// Every line received, with its receive time (on the true clock): the history rebuilt
+    /// exactly by `replay::recheck`.
+    pub wire: Vec<(Duration, String)>,
+    /// The phase's nodes left behind at its end (set by the report).
+    pub left: Vec<String>,
 }
 
 impl History {
@@ -305,9 +314,19 @@ impl History {
     }
 
     /// Handles one line from a worker; the reply is `OK`, `REJECT` or `ERR`.
+    /// One line received at `now`: kept in the wire log, then handled; returns the reply.
+    pub fn receive(&mut self, line: &str, now: Duration, epoch: Epoch, fence_on: bool) -> &'static str {
+        self.wire.push((now, line.to_string()));
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        self.handle(&parts, now, epoch, fence_on)
+    }
+
     fn handle(&mut self, parts: &[&str], now: Duration, epoch: Epoch, fence_on: bool) -> &'static str {
         let num = |s: &str| s.parse::<u64>().unwrap_or(0);
         if let Some(reply) = self.handle_lockset(parts, epoch) {
+            return reply;
+        }
+        if let Some(reply) = self.opts.handle(parts, epoch) {
             return reply;
         }
         match parts {
@@ -389,6 +408,14 @@ impl History {
                 }
                 "OK"
             }
+            // A selector aborted the term's task (told to stop after its term was lost): the hold
+            // ended with its last write, not at a later kill of its process.
+            ["ABANDONED", w, res, t] => {
+                if let Some(i) = self.unfinished.remove(&(w.to_string(), res.to_string(), num(t))) {
+                    self.end_at_last_op(w, res, num(t), i);
+                }
+                "OK"
+            }
             ["LOSTSEEN", w, t, ms] => {
                 self.lost_seen.push((w.to_string(), num(t), num(ms)));
                 "OK"
@@ -419,13 +446,14 @@ pub async fn serve(listener: TcpListener, state: Arc<Mutex<History>>, epoch: Epo
             let (read, mut write) = stream.into_split();
             let mut lines = BufReader::new(read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let parts: Vec<&str> = line.split_whitespace().collect();
-                let reply = state.lock().unwrap_or_else(|e| e.into_inner()).handle(
-                    &parts,
-                    epoch.now(),
-                    epoch,
-                    fence_on,
-                );
+                let reply = {
+                    let mut h = state.lock().unwrap_or_else(|e| e.into_inner());
+                    // A clock-faulted process's sample, or its times mapped onto the true clock.
+                    match h.clocks.translate(line, epoch) {
+                        Ok(line) => h.receive(&line, epoch.now(), epoch, fence_on),
+                        Err(reply) => reply,
+                    }
+                };
                 if write.write_all(format!("{reply}\n").as_bytes()).await.is_err() {
                     return;
                 }
@@ -490,5 +518,19 @@ mod tests {
             "{:?}",
             m.holds.iter().map(|x| x.end).collect::<Vec<_>>()
         );
+    }
+
+    /// A selector's task aborted at once when its term was lost (a hold limit): the worker
+    /// says so, and the hold ends with its last write, not at its process's later kill.
+    #[test]
+    fn an_abandoned_hold_ends_at_its_last_write_not_at_the_kill() {
+        let s = 1_000_000_000u64;
+        let mut h = History::default();
+        feed(&mut h, &format!("ACQ p1w1 7 /r X 10 {} {}", s, 2 * s), 1);
+        feed(&mut h, "BEGIN p1w1 7 /r X 10 2000000000", 1);
+        feed(&mut h, "ABORT p1w1 /r 10", 2);
+        feed(&mut h, "ABANDONED p1w1 /r 10", 3);
+        h.close_pid(7, Duration::from_secs(9));
+        assert_eq!((h.holds[0].end, h.holds[0].cause.as_str()), (Duration::from_secs(2), "unreported"));
     }
 }

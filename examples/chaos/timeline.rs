@@ -118,6 +118,17 @@ fn fault_label(f: &FaultRec) -> (&'static str, Scope) {
         "KillWorkerProcess" => ("SIGKILL", Scope::Process),
         "PartitionServer" => ("isolate leader", Scope::Servers),
         "SlowServer" => ("slow server", Scope::Servers),
+        "DiskStall" => ("disk stall", Scope::Servers),
+        "FullLogDisk" => ("log disk full", Scope::Servers),
+        "PauseZkLeader" => ("SIGSTOP leader", Scope::Servers),
+        "OneWayRequests" => ("requests held", Scope::Client),
+        "OneWayReplies" => ("replies held", Scope::Client),
+        "OneWayServers" => ("one-way servers", Scope::Servers),
+        "LaggingFollower" => ("lagging follower", Scope::Client),
+        "ClockSlowWorker" => ("clock x0.5", Scope::Process),
+        "ClockFastWorker" => ("clock x2", Scope::Process),
+        "ClockStepWorker" => ("wall clock steps", Scope::Process),
+        "ClockFastServer" => ("fast server clock", Scope::Servers),
         _ => ("", Scope::Servers),
     }
 }
@@ -512,6 +523,7 @@ mod tests {
                 fault(Fault::KillZkLeader, 18.0, 19.0, "server 1"),
                 fault(Fault::KillWorkerProcess, 16.0, 16.1, "p0 (pid 100; holding: -)"),
             ],
+            ..Run::default()
         };
         (vec![("rwlock".into(), report)], run)
     }

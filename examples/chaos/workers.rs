@@ -82,17 +82,17 @@ type SafeFn<'a> = &'a (dyn Fn() -> Option<Instant> + Sync);
 
 /// One worker's state: its resource connection and its seeded randomness.
 pub struct Ctx {
-    id: String,
+    pub(crate) id: String,
     pid: u32,
-    addr: String,
-    res: ResourceClient,
-    rng: Rng,
+    pub(crate) addr: String,
+    pub(crate) res: ResourceClient,
+    pub(crate) rng: Rng,
     broken: Broken,
-    stop: watch::Receiver<bool>,
+    pub(crate) stop: watch::Receiver<bool>,
 }
 
 impl Ctx {
-    fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         *self.stop.borrow()
     }
 
@@ -179,7 +179,7 @@ impl Ctx {
     /// A hold from `start` (acquire returned): writes until the first stop (or, for a leader,
     /// until its `term` is over), reports the hold interval, and after a refused write reports
     /// whether the worker was told of the loss.
-    async fn hold<F: Future<Output = ()>>(
+    pub(crate) async fn hold<F: Future<Output = ()>>(
         &mut self,
         targets: Vec<(String, u64)>,
         kind: Kind,
@@ -367,6 +367,8 @@ pub fn paths(mode: &str) -> Vec<String> {
         vec!["/chaos/multi/a".into(), "/chaos/multi/b".into()]
     } else if mode == "lockset" {
         crate::lockset::VARIANTS.iter().map(|v| v.lock_path()).collect()
+    } else if let Some(paths) = crate::workers_options::paths(mode) {
+        paths
     } else {
         vec![format!("/chaos/{mode}")]
     }
@@ -391,6 +393,12 @@ pub async fn run(w: Worker) -> Result<(), Error> {
     // recipe's waiters and elections queue again there.
     let Some(session) = connect_session(&connect, &stop).await else { return Ok(()) };
     let reporter = report_generations(&session, id.clone(), addr.clone());
+    if crate::workers_options::MODES.contains(&mode.as_str()) {
+        let result = crate::workers_options::run(ctx, &session, &mode, index).await;
+        session.close().await;
+        let _ = reporter.await;
+        return result;
+    }
     let path = paths(&mode)[0].clone();
     let opts = LockOptions::new().participant_id(id.clone());
     let locker = match mode.as_str() {
@@ -434,7 +442,7 @@ pub async fn run(w: Worker) -> Result<(), Error> {
             rw.settled().await;
             r
         }
-        "latch" => latch_loop(&mut ctx, &session, &path).await,
+        "latch" => latch_loop(&mut ctx, &session, &path, (300, 1200)).await,
         "selector" => selector_run(ctx, &session, &path).await,
         other => Err(format!("unknown phase {other}").into()),
     };
@@ -484,8 +492,14 @@ async fn rwlock_loop(ctx: &mut Ctx, rw: &InterProcessReadWriteLock) -> Result<()
     Ok(())
 }
 
-/// Leads for a random term (or until the term is lost), then steps down and joins again.
-async fn latch_loop(ctx: &mut Ctx, session: &Session, path: &str) -> Result<(), Error> {
+/// Leads for a random term of `terms.0` ms and up to `terms.1` ms more (or until the term is
+/// lost), then steps down and joins again.
+pub(crate) async fn latch_loop(
+    ctx: &mut Ctx,
+    session: &Session,
+    path: &str,
+    terms: (u64, u64),
+) -> Result<(), Error> {
     let mut stop = ctx.stop.clone();
     while !ctx.stopping() {
         let latch = LeaderLatch::new(session, path, &ctx.id)?;
@@ -508,7 +522,7 @@ async fn latch_loop(ctx: &mut Ctx, session: &Session, path: &str) -> Result<(), 
                     .then(|| session.safe_until())
                     .flatten()
             };
-            let term = Duration::from_millis(300 + ctx.rng.below(1200));
+            let term = Duration::from_millis(terms.0 + ctx.rng.below(terms.1));
             ctx.hold(vec![(path.to_string(), token)], Kind::Exclusive, start, lost, &safe, Some(term))
                 .await?;
         }

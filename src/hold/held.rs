@@ -245,19 +245,37 @@ fn attach(
     };
     let limit = max_hold.map(|max_hold| {
         let (stop_tx, stop_rx) = oneshot::channel();
-        let at = hold.monitor.acquired + max_hold;
-        shared.drive(Box::pin(limit_hold(Arc::downgrade(hold), at, stop_rx)));
+        let acquired = hold.monitor.acquired;
+        let (near, at) = (acquired + max_hold.mul_f64(NEAR_LIMIT), acquired + max_hold);
+        shared.drive(Box::pin(limit_hold(Arc::downgrade(hold), near, at, stop_rx)));
         stop_tx
     });
     hold.monitor.attach(Attached { registration, own, limit });
 }
 
-/// The maximum hold's timer: at `at`, ends the hold as if lost (`Hold::end_at_limit`), unless
-/// it was released first (the monitor drops `stop`'s sender after our node's delete) or the
-/// hold is gone.
-async fn limit_hold(hold: Weak<Hold>, at: std::time::Instant, stop: oneshot::Receiver<()>) {
+/// The fraction of its maximum hold after which a hold counts as near its limit
+/// (`zk_recipes_holds_near_limit_total`).
+const NEAR_LIMIT: f64 = 0.8;
+
+/// The maximum hold's timer: at `near`, counts the hold as near its limit (metrics); at `at`,
+/// ends the hold as if lost (`Hold::end_at_limit`), unless it was released first (the monitor
+/// drops `stop`'s sender after our node's delete) or the hold is gone.
+async fn limit_hold(
+    hold: Weak<Hold>,
+    near: std::time::Instant,
+    at: std::time::Instant,
+    mut stop: oneshot::Receiver<()>,
+) {
     tokio::select! {
         // Sent or dropped: the hold was released (or dropped) before its limit.
+        _ = &mut stop => return,
+        () = tokio::time::sleep_until(near.into()) => {}
+    }
+    match hold.upgrade() {
+        Some(hold) => hold.monitor.near_limit(),
+        None => return,
+    }
+    tokio::select! {
         _ = stop => return,
         () = tokio::time::sleep_until(at.into()) => {}
     }

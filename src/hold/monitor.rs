@@ -99,6 +99,11 @@ impl Monitor {
         }
     }
 
+    /// The hold has passed most of its maximum hold (counted once, in metrics).
+    pub fn near_limit(&self) {
+        self.labels.near_limit();
+    }
+
     /// The hold's loss policy.
     pub fn policy(&self) -> LossPolicy {
         self.policy

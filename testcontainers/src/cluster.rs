@@ -1,6 +1,5 @@
 //! [`ZkCluster`]: a standalone server or an ensemble on free loopback ports.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -13,110 +12,19 @@ use crate::local::{self, LocalInstall};
 use crate::ports::free_ports;
 use crate::{FaultProxy, HarnessError};
 
+mod config;
+mod faults;
+mod grey;
+mod links;
+mod mntr;
+
+pub use config::{ClusterConfig, TlsMode};
+use links::{links, Link};
+pub use mntr::Mntr;
+
 /// How many times a start is retried with fresh ports when a server fails to come up (another
 /// process may take a port between our probe and the server's bind).
 const START_ATTEMPTS: usize = 3;
-
-/// Settings for a test cluster. [`ClusterConfig::default`] is tuned for fast tests.
-#[derive(Clone, Debug)]
-pub struct ClusterConfig {
-    /// Number of servers: 1 runs standalone, more form an ensemble.
-    pub nodes: usize,
-    /// ZooKeeper's `tickTime`. Session timeouts are bounded to `[2, 20]` ticks by default
-    /// servers; we widen the upper bound (see [`ClusterConfig::max_session_timeout`]).
-    pub tick_time: Duration,
-    /// `forceSync`: `false` skips fsync per transaction, for speed where durability is not
-    /// under test.
-    pub force_sync: bool,
-    /// `maxClientCnxns` per client IP; 0 means unlimited (many sessions from loopback).
-    pub max_client_cnxns: u32,
-    /// The largest session timeout a client may negotiate.
-    pub max_session_timeout: Duration,
-    /// The JVM's maximum heap, in MiB.
-    pub heap_mb: u32,
-    /// How long to wait for every node to answer `srvr` with a `Mode:` line.
-    pub ready_timeout: Duration,
-    /// Extra `key=value` lines for `zoo.cfg`.
-    pub extra: Vec<(String, String)>,
-    /// Java system properties for each server (`-Dkey=value`), for the settings ZooKeeper reads
-    /// only from system properties, not from `zoo.cfg` (an unknown `zoo.cfg` key becomes
-    /// `zookeeper.<key>`). For example the container reaper's
-    /// `znode.container.checkIntervalMs` and `znode.container.maxPerMinute`. Local backend only;
-    /// the Docker backend ignores them, as it ignores [`ClusterConfig::extra`].
-    pub jvm_properties: Vec<(String, String)>,
-    /// A TLS secure client port beside the plaintext one (local backend only).
-    pub tls: TlsMode,
-    /// Route the traffic between servers through fault proxies, so that
-    /// [`ZkCluster::partition`] can cut one server off from the others. Off by default: every
-    /// message between servers then crosses a proxy, which adds latency. Local backend only: the
-    /// Docker backend returns [`HarnessError::Unsupported`] when asked for it; a standalone
-    /// server has no peers, so the setting does nothing there.
-    pub partitionable: bool,
-}
-
-/// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
-///
-/// With TLS on, every server also keeps its plaintext `clientPort` (the harness asks `srvr`
-/// there); [`ZkCluster::secure_connect_string`] gives the TLS ports and
-/// [`ZkCluster::tls_files`] the throwaway CA and client identities (see [`TlsFiles`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TlsMode {
-    /// No secure port.
-    #[default]
-    Off,
-    /// TLS with a server certificate; clients need no certificate (`ssl.clientAuth=none`).
-    ServerAuth,
-    /// Mutual TLS: clients must show a certificate from the cluster's CA
-    /// (`ssl.clientAuth=need`). ZooKeeper's `x509` auth provider then names each client by its
-    /// certificate's subject, for ACLs such as `x509:CN=zk-recipes-client,O=zk-testcluster`.
-    Mutual,
-}
-
-impl Default for ClusterConfig {
-    fn default() -> Self {
-        ClusterConfig {
-            nodes: 1,
-            tick_time: Duration::from_millis(200),
-            force_sync: false,
-            max_client_cnxns: 0,
-            max_session_timeout: Duration::from_secs(60),
-            heap_mb: 256,
-            ready_timeout: Duration::from_secs(45),
-            extra: Vec::new(),
-            jvm_properties: Vec::new(),
-            tls: TlsMode::Off,
-            partitionable: false,
-        }
-    }
-}
-
-impl ClusterConfig {
-    /// Sets [`ClusterConfig::partitionable`].
-    #[must_use]
-    pub fn partitionable(mut self, on: bool) -> Self {
-        self.partitionable = on;
-        self
-    }
-}
-
-/// The proxy carrying what server `from` sends to server `to` (its quorum and election
-/// connections), for a [`ClusterConfig::partitionable`] cluster.
-///
-/// Server `from`'s `zoo.cfg` lists `to` at this proxy's two addresses, so every connection that
-/// `from` opens to `to` crosses it: a follower's connection to its leader (the quorum port) and
-/// the election connections. One case needs more: ZooKeeper 3.8 keeps only the election
-/// connection opened by the higher `sid`; when the lower one connects, the higher closes that
-/// connection and connects back to the address the lower one *announced* in its first message
-/// (its real port), not to the address in its own `zoo.cfg` (`QuorumCnxManager.handleConnection`
-/// and `startConnection`). That connection back would bypass every proxy and keep the election
-/// talking across a partition, so the election listener of this proxy rewrites the announced
-/// address to the proxy from `to` back to `from` (see `proxy::Announce`). With that, every
-/// TCP connection between two servers crosses exactly one pair proxy.
-struct Link {
-    from: usize,
-    to: usize,
-    proxy: FaultProxy,
-}
 
 struct Node {
     client_port: u16,
@@ -125,6 +33,8 @@ struct Node {
     election_port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// Extra environment for this node's next starts (see [`ZkCluster::restart_with_env`]).
+    env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -159,6 +69,8 @@ pub struct ZkCluster {
     tls: Option<TlsFiles>,
     /// One proxy per ordered pair of servers, for a [`ClusterConfig::partitionable`] ensemble.
     links: Vec<Link>,
+    /// The disk-stall shim and the log disks (see the `grey` module).
+    grey: grey::Grey,
     #[cfg(feature = "docker")]
     docker: Option<crate::docker::DockerNode>,
 }
@@ -239,6 +151,9 @@ impl ZkCluster {
         if config.partitionable && config.nodes > 1 {
             return Err(HarnessError::Unsupported("partitionable", "docker"));
         }
+        if config.disk_stall || config.log_disk_mb.is_some() {
+            return Err(HarnessError::Unsupported("disk_stall and log_disk_mb", "docker"));
+        }
         let node = crate::docker::start(&config).await?;
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -251,6 +166,7 @@ impl ZkCluster {
             election_port: 0,
             dir: dir.path().join("node1"),
             child: None,
+            env: Vec::new(),
         }];
         let mut cluster = ZkCluster {
             config,
@@ -259,6 +175,7 @@ impl ZkCluster {
             nodes,
             tls: None,
             links: Vec::new(),
+            grey: grey::Grey::default(),
             docker: Some(node),
         };
         cluster.wait_ready(0).await?;
@@ -281,6 +198,7 @@ impl ZkCluster {
                 secure_port: (per_node == 4).then(|| ports[per_node * i + 3]),
                 dir: dir.path().join(format!("node{}", i + 1)),
                 child: None,
+                env: Vec::new(),
             })
             .collect::<Vec<_>>();
         let tls = match config.tls {
@@ -288,6 +206,7 @@ impl ZkCluster {
             TlsMode::ServerAuth | TlsMode::Mutual => Some(TlsFiles::generate(&dir.path().join("tls"))?),
         };
         let links = if config.partitionable && n > 1 { links(&nodes)? } else { Vec::new() };
+        let grey = grey::Grey::prepare(&config, &nodes, dir.path())?;
         let cluster = ZkCluster {
             config,
             install: Some(install),
@@ -295,6 +214,7 @@ impl ZkCluster {
             nodes,
             tls,
             links,
+            grey,
             #[cfg(feature = "docker")]
             docker: None,
         };
@@ -317,6 +237,9 @@ impl ZkCluster {
         let mut cfg = String::new();
         let _ = writeln!(cfg, "tickTime={tick}");
         let _ = writeln!(cfg, "dataDir={}", node.dir.join("data").display());
+        if c.log_disk_mb.is_some() {
+            let _ = writeln!(cfg, "dataLogDir={}", grey::log_dir(node).display());
+        }
         let _ = writeln!(cfg, "clientPort={}", node.client_port);
         let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
         let _ = writeln!(cfg, "maxClientCnxns={}", c.max_client_cnxns);
@@ -383,6 +306,7 @@ impl ZkCluster {
             &node.log_path(),
             self.config.heap_mb,
             &self.config.jvm_properties,
+            &self.grey.env(node),
         )?;
         tracing::debug!(node = i, pid = child.id(), port = node.client_port, "started ZooKeeper");
         self.nodes[i].child = Some(child);
@@ -414,6 +338,7 @@ impl ZkCluster {
                     node: i,
                     waited_ms: started.elapsed().as_millis(),
                     log: node.log_path(),
+                    log_tail: crate::resource::log_tail(&node.log_path(), 20),
                 });
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -552,86 +477,45 @@ impl ZkCluster {
     }
 
     /// Starts node `i` again (stopping it first if it runs) on the same ports and data, and
-    /// waits until it serves.
+    /// waits until it serves. A server that exits before serving is started once more, after
+    /// its log's tail is written to stderr (a restart cannot move to fresh ports, as a first
+    /// start does: its peers and clients know these).
     ///
     /// # Errors
-    /// As [`ZkCluster::stop`], and [`HarnessError::NotReady`].
+    /// As [`ZkCluster::stop`], and [`HarnessError::NotReady`] (with the log's tail) when the
+    /// second start fails too.
     pub async fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
         self.stop(i).await?;
         self.spawn(i)?;
-        self.wait_ready(i).await
+        match self.wait_ready(i).await {
+            Err(first @ HarnessError::NotReady { .. }) if !self.is_running_now(i) => {
+                eprintln!("zk-testcluster: node {i} exited while restarting; starting it once more. {first}");
+                self.stop(i).await?;
+                self.spawn(i)?;
+                self.wait_ready(i).await
+            }
+            other => other,
+        }
     }
 
-    /// Freezes node `i` with SIGSTOP: its sockets stay open but it answers nothing. Returns once
-    /// every thread of the server has stopped.
-    ///
-    /// # Errors
-    /// As [`ZkCluster::stop`].
-    pub fn freeze(&self, i: usize) -> Result<(), HarnessError> {
-        #[cfg(feature = "docker")]
-        if let Some(docker) = &self.docker {
-            self.node(i)?;
-            return docker.docker("pause");
+    /// Whether node `i`'s process is alive (local backend; the Docker backend says yes).
+    fn is_running_now(&mut self, i: usize) -> bool {
+        match self.nodes.get_mut(i).and_then(|n| n.child.as_mut()) {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => self.is_running(i),
         }
-        let pid = self.pid_of(i)?;
-        local::signal(pid, libc::SIGSTOP)?;
-        // kill(2) returns before every thread has stopped: return only once they all have.
-        local::wait_stopped(pid, Duration::from_secs(5))
     }
 
-    /// Thaws node `i` with SIGCONT.
+    /// As [`ZkCluster::restart`], with `env` added to node `i`'s environment for this start and
+    /// every later one (until the next call; an empty `env` restores the plain environment).
+    /// For example `LD_PRELOAD` of libfaketime with `FAKETIME`, to run one server's clock
+    /// fast. Local backend only.
     ///
     /// # Errors
-    /// As [`ZkCluster::stop`].
-    pub fn thaw(&self, i: usize) -> Result<(), HarnessError> {
-        #[cfg(feature = "docker")]
-        if let Some(docker) = &self.docker {
-            self.node(i)?;
-            return docker.docker("unpause");
-        }
-        local::signal(self.pid_of(i)?, libc::SIGCONT)
-    }
-
-    /// Cuts node `k` off from every other server, as a network partition between servers would:
-    /// every pair proxy to and from `k` stops forwarding (bytes are held, not refused) and its
-    /// open connections are closed, so the quorum and election connections between `k` and the
-    /// others die and new ones stall until [`ZkCluster::heal_partition`]. Clients still reach
-    /// `k`'s client port: a leader cut off from its quorum steps down (within `syncLimit` ticks)
-    /// and its clients must move to a server of the majority, which elects a new leader.
-    ///
-    /// # Errors
-    /// [`HarnessError::NotPartitionable`] for a cluster started without
-    /// [`ClusterConfig::partitionable`] (or a standalone one), [`HarnessError::NoSuchNode`].
-    pub fn partition(&self, k: usize) -> Result<(), HarnessError> {
-        if self.links.is_empty() {
-            return Err(HarnessError::NotPartitionable);
-        }
-        self.node(k)?;
-        let cut_off = self.links.iter().filter(|l| l.from == k || l.to == k).collect::<Vec<_>>();
-        // Blackhole first, so that connections opened after the cut stall instead of passing.
-        for link in &cut_off {
-            link.proxy.blackhole();
-        }
-        for link in &cut_off {
-            link.proxy.cut();
-        }
-        tracing::debug!(node = k, proxies = cut_off.len(), "partitioned");
-        Ok(())
-    }
-
-    /// Ends every [`ZkCluster::partition`]: the pair proxies forward again (what they held
-    /// flows), and the servers reconnect on their own.
-    ///
-    /// # Errors
-    /// [`HarnessError::NotPartitionable`] as for [`ZkCluster::partition`].
-    pub fn heal_partition(&self) -> Result<(), HarnessError> {
-        if self.links.is_empty() {
-            return Err(HarnessError::NotPartitionable);
-        }
-        for link in &self.links {
-            link.proxy.heal();
-        }
-        Ok(())
+    /// As [`ZkCluster::restart`]; [`HarnessError::NoSuchNode`].
+    pub async fn restart_with_env(&mut self, i: usize, env: &[(String, String)]) -> Result<(), HarnessError> {
+        self.nodes.get_mut(i).ok_or(HarnessError::NoSuchNode(i))?.env = env.to_vec();
+        self.restart(i).await
     }
 
     /// Node `i`'s role from `srvr`, or `None` while it is not serving.
@@ -688,82 +572,6 @@ impl ZkCluster {
     }
 }
 
-/// How long a pair proxy waits for a peer's port to open before it closes a connection it
-/// accepted (see `proxy::connect_upstream`): about what ZooKeeper's learner would spend retrying a
-/// refused connect to a leader that has just been elected.
-const PAIR_PATIENCE: Duration = Duration::from_secs(3);
-
-/// One proxy per ordered pair of servers, each forwarding to the destination's real quorum and
-/// election ports; see [`Link`].
-fn links(nodes: &[Node]) -> Result<Vec<Link>, HarnessError> {
-    let n = nodes.len();
-    let loopback = |port: u16| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    // Bind every listener first: the election proxy `i -> j` must know the address of `j -> i`.
-    let mut bound = BTreeMap::new();
-    for from in 0..n {
-        for to in (0..n).filter(|&to| to != from) {
-            bound.insert((from, to), (crate::proxy::bind_loopback()?, crate::proxy::bind_loopback()?));
-        }
-    }
-    let mut election_addr = BTreeMap::new();
-    for (&pair, (_, election)) in &bound {
-        election_addr
-            .insert(pair, election.local_addr().map_err(HarnessError::io("reading the proxy address"))?);
-    }
-    let mut links = Vec::with_capacity(bound.len());
-    for ((from, to), (quorum, election)) in bound {
-        let announce = crate::proxy::Announce {
-            from: loopback(nodes[from].election_port).to_string(),
-            to: election_addr[&(to, from)].to_string(),
-        };
-        let proxy = FaultProxy::start_bound(
-            vec![
-                (quorum, loopback(nodes[to].quorum_port), None),
-                (election, loopback(nodes[to].election_port), Some(std::sync::Arc::new(announce))),
-            ],
-            PAIR_PATIENCE,
-        )?;
-        links.push(Link { from, to, proxy });
-    }
-    Ok(links)
-}
-
-/// A server's `mntr` counters, keyed as ZooKeeper names them (`zk_packets_received`, ...).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Mntr(pub BTreeMap<String, String>);
-
-impl Mntr {
-    /// A counter as an integer, when present and numeric.
-    pub fn get(&self, key: &str) -> Option<i64> {
-        self.0.get(key)?.parse().ok()
-    }
-
-    /// `zk_packets_received`.
-    pub fn packets_received(&self) -> i64 {
-        self.get("zk_packets_received").unwrap_or(0)
-    }
-
-    /// `zk_packets_sent`.
-    pub fn packets_sent(&self) -> i64 {
-        self.get("zk_packets_sent").unwrap_or(0)
-    }
-
-    /// Packets both ways.
-    pub fn packets(&self) -> i64 {
-        self.packets_received() + self.packets_sent()
-    }
-
-    /// `zk_watch_count`.
-    pub fn watch_count(&self) -> i64 {
-        self.get("zk_watch_count").unwrap_or(0)
-    }
-
-    /// `zk_znode_count`.
-    pub fn znode_count(&self) -> i64 {
-        self.get("zk_znode_count").unwrap_or(0)
-    }
-}
-
 impl Drop for ZkCluster {
     fn drop(&mut self) {
         for node in &mut self.nodes {
@@ -772,6 +580,8 @@ impl Drop for ZkCluster {
                 let _ = child.wait();
             }
         }
+        // The log disks go before the directory they are mounted in.
+        self.grey.unmount();
         let keep = match std::env::var("ZK_TEST_KEEP_LOGS").as_deref() {
             Ok("always") => true,
             Ok("") | Ok("0") | Err(_) => false,

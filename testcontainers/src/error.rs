@@ -15,14 +15,16 @@ pub enum HarnessError {
     BadBackend(String),
 
     /// A server process exited, or never answered `srvr`, during start-up.
-    #[error("ZooKeeper node {node} did not become ready within {waited_ms} ms (log: {log})")]
+    #[error("ZooKeeper node {node} did not become ready within {waited_ms} ms (log: {log}); log tail:\n{log_tail}")]
     NotReady {
         /// Index of the node.
         node: usize,
         /// How long we waited.
         waited_ms: u128,
-        /// The server's log file, kept for inspection.
+        /// The server's log file (gone once the cluster is dropped: hence the tail).
         log: PathBuf,
+        /// The last lines of that log, read when the wait gave up.
+        log_tail: String,
     },
 
     /// A node index out of range.

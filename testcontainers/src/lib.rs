@@ -5,11 +5,21 @@
 //!   with a `Mode:` line.
 //! * Per-node control: [`ZkCluster::stop`], [`ZkCluster::kill`], [`ZkCluster::restart`],
 //!   [`ZkCluster::freeze`], [`ZkCluster::thaw`], [`ZkCluster::leader`], [`ZkCluster::mntr`].
-//! * [`FaultProxy`]: cut, reset, blackhole and latency between one client and the cluster.
+//! * [`FaultProxy`]: cut, reset, blackhole and latency between one client and the cluster;
+//!   one-way faults ([`FaultProxy::hold_requests`], [`FaultProxy::hold_replies`]) and a path
+//!   pinned to one server ([`FaultProxy::pin_to`]).
 //! * Partitions between servers ([`ClusterConfig::partitionable`]): [`ZkCluster::partition`]
-//!   cuts one server off from the others, [`ZkCluster::heal_partition`] ends it.
+//!   cuts one server off from the others, [`ZkCluster::partition_one_way`] holds one direction
+//!   between two servers, [`ZkCluster::heal_partition`] ends them; [`ZkCluster::delay_link`]
+//!   slows one direction (a lagging follower).
+//! * Disk faults: [`ClusterConfig::disk_stall`] loads an `LD_PRELOAD` shim (compiled with `cc`)
+//!   into every server, so that [`ZkCluster::stall_disk`] delays one server's `fsync`s;
+//!   [`ClusterConfig::log_disk_mb`] puts each server's transaction log on a tmpfs of its own
+//!   (needs `CAP_SYS_ADMIN`), which [`ZkCluster::fill_log_disk`] fills.
 //! * TLS ([`ClusterConfig::tls`]): a `secureClientPort` per server with a throwaway CA, server
 //!   and client certificates made by `openssl` ([`TlsFiles`]); one-way or mutual.
+//! * Faked clocks ([`FakeClock`], Debian's libfaketime): [`ZkCluster::restart_with_env`] runs one
+//!   server with its clock fast or slow; the same environment fakes any child process's clock.
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
 //! * The user's own resources, for fencing tests: [`PostgresServer`] (a throwaway PostgreSQL
 //!   cluster made by `initdb`, trust auth, user `postgres`; run as the `postgres` user when we are
@@ -27,6 +37,7 @@ mod certs;
 mod cluster;
 mod docker;
 mod error;
+mod faketime;
 mod fourlw;
 mod local;
 mod ports;
@@ -39,6 +50,7 @@ mod spawner;
 pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
 pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
 pub use error::HarnessError;
+pub use faketime::FakeClock;
 pub use fourlw::Mode;
 pub use postgres::{PostgresConfig, PostgresServer};
 pub use proxy::FaultProxy;

@@ -56,14 +56,15 @@ impl LocalInstall {
         )))
     }
 
-    /// Starts one server with the given configuration file and system properties, logging to
-    /// `log`.
+    /// Starts one server with the given configuration file, system properties and extra
+    /// environment, logging to `log`.
     pub(crate) fn spawn(
         &self,
         cfg: &Path,
         log: &Path,
         heap_mb: u32,
         properties: &[(String, String)],
+        env: &[(String, String)],
     ) -> Result<Child, HarnessError> {
         let level = std::env::var("ZK_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into());
         let mut cmd = Command::new("java");
@@ -76,7 +77,8 @@ impl LocalInstall {
             .arg("-cp")
             .arg(&self.classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-            .arg(cfg);
+            .arg(cfg)
+            .envs(env.iter().map(|(k, v)| (k, v)));
         spawner::log_to(&mut cmd, log)?;
         spawner::spawn(cmd).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {

@@ -20,8 +20,13 @@ struct Faults {
     blackholed: bool,
     /// Only what the client sends is held back (see [`FaultProxy::hold_requests`]).
     requests_held: bool,
+    /// Only what the servers send is held back (see [`FaultProxy::hold_replies`]).
+    replies_held: bool,
     latency: Duration,
     reply_latency: Duration,
+    request_latency: Duration,
+    /// Connections go to this upstream only (see [`FaultProxy::pin_to`]).
+    pinned: Option<SocketAddr>,
     /// Extra delay of what flows back from one server (by its address): a slow server.
     slow_servers: Vec<(SocketAddr, Duration)>,
     /// Live connections, as clones of both sockets, so that `cut` can shut them down at once.
@@ -49,12 +54,14 @@ impl Shared {
 
     fn pass(&self, to_client: bool) -> Duration {
         let mut faults = self.lock();
-        while (faults.blackholed || (faults.requests_held && !to_client))
+        while (faults.blackholed
+            || (faults.requests_held && !to_client)
+            || (faults.replies_held && to_client))
             && !self.closing.load(Ordering::SeqCst)
         {
             faults = self.healed.wait(faults).unwrap_or_else(|e| e.into_inner());
         }
-        faults.latency + if to_client { faults.reply_latency } else { Duration::ZERO }
+        faults.latency + if to_client { faults.reply_latency } else { faults.request_latency }
     }
 }
 
@@ -158,11 +165,19 @@ impl FaultProxy {
         self.shared.lock().requests_held = true;
     }
 
-    /// Ends a blackhole or held requests: bytes held back flow again.
+    /// Holds back what the servers send (replies and watch events) while what clients send
+    /// still reaches the servers, until [`FaultProxy::heal`]: the other half-dead network, where
+    /// requests take effect on the server but their client is never told.
+    pub fn hold_replies(&self) {
+        self.shared.lock().replies_held = true;
+    }
+
+    /// Ends a blackhole or held requests or replies: bytes held back flow again.
     pub fn heal(&self) {
         let mut faults = self.shared.lock();
         faults.blackholed = false;
         faults.requests_held = false;
+        faults.replies_held = false;
         drop(faults);
         self.shared.healed.notify_all();
     }
@@ -188,6 +203,34 @@ impl FaultProxy {
     /// server while its reply is still held back (zero removes it).
     pub fn set_reply_latency(&self, latency: Duration) {
         self.shared.lock().reply_latency = latency;
+    }
+
+    /// Delays only what flows from the client to the servers (zero removes it).
+    pub fn set_request_latency(&self, latency: Duration) {
+        self.shared.lock().request_latency = latency;
+    }
+
+    /// Lets connections reach the server at `server` (its client address) only: the connections
+    /// the proxy carries to any other server are closed now, and new ones to them are closed as
+    /// soon as accepted (as a server that is down), so that a client moves to `server`, until
+    /// [`FaultProxy::unpin`].
+    pub fn pin_to(&self, server: SocketAddr) {
+        let mut faults = self.shared.lock();
+        faults.pinned = Some(server);
+        let (kept, elsewhere) = std::mem::take(&mut faults.live)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(_, _, up)| up.peer_addr().is_ok_and(|a| a == server));
+        faults.live = kept;
+        drop(faults);
+        for (_, a, b) in elsewhere {
+            let _ = a.shutdown(Shutdown::Both);
+            let _ = b.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Ends [`FaultProxy::pin_to`]: every server is reachable again.
+    pub fn unpin(&self) {
+        self.shared.lock().pinned = None;
     }
 
     /// The number of connections the proxy carries now.
@@ -332,6 +375,11 @@ fn accept_loop(
             return;
         }
         let Ok(client) = conn else { continue };
+        if shared.lock().pinned.is_some_and(|p| p != upstream) {
+            // Pinned elsewhere: this server is as good as down for the proxy's clients.
+            let _ = client.shutdown(Shutdown::Both);
+            continue;
+        }
         let Some(server) = connect_upstream(upstream, patience) else {
             // The node is down: refuse as the node itself would.
             let _ = client.shutdown(Shutdown::Both);
