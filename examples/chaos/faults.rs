@@ -122,20 +122,22 @@ pub struct Run {
     pub plans: Vec<crate::replay::PhasePlan>,
 }
 
-/// Injects `fault`; returns what it hit. Process faults land on the process of the worker that
-/// most recently began a write (the one most likely inside).
-#[allow(clippy::too_many_arguments)]
-pub async fn inject(
-    fault: Fault,
-    zk: &mut ZkCluster,
-    proxies: &[FaultProxy],
-    rng: &mut Rng,
-    procs: &mut [WorkerProcess],
-    spawner: &Spawner<'_>,
-    state: &Mutex<History>,
-    run: &Mutex<Run>,
-    epoch: Epoch,
-) -> Result<String, Error> {
+/// What a fault acts on: the ensemble, the workers' proxies and processes (and how to start
+/// one again), and the phase's and the run's records.
+pub struct Stage<'a, 'b> {
+    pub zk: &'a mut ZkCluster,
+    pub proxies: &'a [FaultProxy],
+    pub procs: &'a mut [WorkerProcess],
+    pub spawner: &'a Spawner<'b>,
+    pub state: &'a Mutex<History>,
+    pub run: &'a Mutex<Run>,
+    pub epoch: Epoch,
+}
+
+/// Injects `fault`, its random choices from `rng`; returns what it hit. Process faults land on
+/// the process of the worker that most recently began a write (the one most likely inside).
+pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result<String, Error> {
+    let Stage { zk, proxies, procs, spawner, state, run, epoch } = stage;
     // A client-path fault hits the worker inside (if any) half the time (always when broken on
     // purpose), a random one else.
     let inside = match fault {
@@ -268,7 +270,8 @@ pub async fn inject(
             format!("server {i} {ms} ms")
         }
         Fault::ClockSlowWorker | Fault::ClockFastWorker | Fault::ClockStepWorker | Fault::ClockFastServer => {
-            crate::faults_clock::inject(fault, zk, proxies, rng, procs, spawner, state, run, epoch).await?
+            let stage = Stage { zk, proxies, procs, spawner, state, run, epoch };
+            crate::faults_clock::inject(fault, stage, rng).await?
         }
         Fault::DiskStall
         | Fault::FullLogDisk

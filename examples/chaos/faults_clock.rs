@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use zk_testcluster::{FakeClock, FaultProxy, ZkCluster};
 
-use crate::faults::{holder_now, Fault, Run};
+use crate::faults::{holder_now, Fault, Run, Stage};
 use crate::resource::{mono_ns, Epoch, History, ResourceClient};
 use crate::{Error, Rng, Spawner, WorkerProcess, PROCESSES, SESSION, WORKERS_PER_PROCESS};
 
@@ -44,18 +44,8 @@ const STOP_PATIENCE: Duration = Duration::from_secs(6);
 const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
 /// Injects one of the clock faults; returns what it hit.
-#[allow(clippy::too_many_arguments)]
-pub async fn inject(
-    fault: Fault,
-    zk: &mut ZkCluster,
-    proxies: &[FaultProxy],
-    rng: &mut Rng,
-    procs: &mut [WorkerProcess],
-    spawner: &Spawner<'_>,
-    state: &Mutex<History>,
-    run: &Mutex<Run>,
-    epoch: Epoch,
-) -> Result<String, Error> {
+pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result<String, Error> {
+    let Stage { zk, proxies, procs, spawner, state, run, epoch } = stage;
     if fault == Fault::ClockFastServer {
         let k = rng.below(proxies.len() as u64) as usize;
         return fast_server(zk, &proxies[k], &worker(k)).await;

@@ -76,7 +76,7 @@ use zk_recipes::Session;
 use zk_testcluster::{FaultProxy, ZkCluster};
 
 use checker::Pause;
-use faults::{inject, Fault, FaultRec, Run, Schedule};
+use faults::{inject, Fault, FaultRec, Run, Schedule, Stage};
 use report::{history_json, PhaseReport};
 use resource::{Epoch, History};
 use workers::Broken;
@@ -309,8 +309,12 @@ async fn phase(
         // whatever the faults before it drew.
         let mut fault_rng = Rng(fault_seed);
         let start = epoch.now();
-        let detail =
-            inject(fault, zk, proxies, &mut fault_rng, &mut procs, &spawner, &state, run, epoch).await?;
+        let detail = inject(
+            fault,
+            Stage { zk, proxies, procs: &mut procs, spawner: &spawner, state: &state, run, epoch },
+            &mut fault_rng,
+        )
+        .await?;
         let end = epoch.now();
         eprintln!("  fault {:>7.2}-{:>7.2} s {fault:?}: {detail}", start.as_secs_f64(), end.as_secs_f64());
         run.lock().unwrap_or_else(|e| e.into_inner()).faults.push(FaultRec {

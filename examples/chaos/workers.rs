@@ -15,7 +15,7 @@ use tokio::sync::watch;
 use zk_recipes::{
     ConnectionState, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock,
     InterProcessSemaphore, InterProcessSemaphoreMutex, LeaderLatch, LeaderSelector, Leadership, Lock,
-    LockGuard, LockOptions, SelectorOptions, Session,
+    LockGuard, LockOptions, SelectorOptions, Session, TermOutcome,
 };
 
 use crate::checker::Kind;
@@ -443,7 +443,11 @@ pub async fn run(w: Worker) -> Result<(), Error> {
             r
         }
         "latch" => latch_loop(&mut ctx, &session, &path, (300, 1200)).await,
-        "selector" => selector_run(ctx, &session, &path).await,
+        "selector" => {
+            let options = SelectorOptions::new().participant_id(ctx.id.clone());
+            let length: fn(&mut Rng) -> Duration = |rng| Duration::from_millis(300 + rng.below(1200));
+            selector_run(ctx, &session, &path, options, None, length).await
+        }
         other => Err(format!("unknown phase {other}").into()),
     };
     session.close().await;
@@ -534,13 +538,41 @@ pub(crate) async fn latch_loop(
     Ok(())
 }
 
-/// A selector with auto-requeue: each term's task writes for a random term, then returns.
-async fn selector_run(ctx: Ctx, session: &Session, path: &str) -> Result<(), Error> {
-    let id = ctx.id.clone();
-    let mut stop = ctx.stop.clone();
+/// A selector with auto-requeue. Each term's task writes until its length (drawn from the
+/// worker's rng by `length`) has passed, its term is lost, or its window closes; with `limit`,
+/// each term is first announced as limited (`LIM`, the `maxhold` phase). A term ended by a
+/// revocation is reported (`TOLD`), and so is a term whose task the selector aborted
+/// (`ABANDONED`: a task aborted once its term is lost never reports its hold whole; it ended
+/// with its last write).
+pub(crate) async fn selector_run(
+    ctx: Ctx,
+    session: &Session,
+    path: &str,
+    options: SelectorOptions,
+    limit: Option<Duration>,
+    length: fn(&mut Rng) -> Duration,
+) -> Result<(), Error> {
+    let (id, addr, mut stop) = (ctx.id.clone(), ctx.addr.clone(), ctx.stop.clone());
     let ctx = Arc::new(tokio::sync::Mutex::new(ctx));
-    let selector =
-        LeaderSelector::new(session, path, SelectorOptions::new().participant_id(id).auto_requeue(true))?;
+    let selector = LeaderSelector::new(session, path, options.auto_requeue(true))?;
+    let mut terms = selector.terms();
+    let (told_path, told_id) = (path.to_string(), id);
+    let told = tokio::spawn(async move {
+        let Ok(mut res) = ResourceClient::connect(&addr).await else { return };
+        while let Ok(term) = terms.recv().await {
+            let token = term.fencing_token;
+            if term.outcome == TermOutcome::Revoked {
+                let pid = std::process::id();
+                let line = format!("TOLD {told_id} {pid} {told_path} {token} {}", mono_ns());
+                if res.ask(line).await.is_err() {
+                    return;
+                }
+            }
+            if term.aborted && res.ask(format!("ABANDONED {told_id} {told_path} {token}")).await.is_err() {
+                return;
+            }
+        }
+    });
     let (task_ctx, path) = (ctx.clone(), path.to_string());
     selector.start(move |lc: zk_recipes::LeadershipContext| {
         let (ctx, path) = (task_ctx.clone(), path.clone());
@@ -550,23 +582,22 @@ async fn selector_run(ctx: Ctx, session: &Session, path: &str) -> Result<(), Err
             // its reply for the next term to read.
             ctx.res = ResourceClient::connect(&ctx.addr).await.map_err(|e| e.to_string())?;
             let start = mono_ns();
-            let term = Duration::from_millis(300 + ctx.rng.below(1200));
+            let token = lc.fencing_token();
+            if let Some(limit) = limit {
+                let line = format!("LIM {} {path} {token} {}", ctx.id, limit.as_millis());
+                ctx.res.ask(line).await.map_err(|e| e.to_string())?;
+            }
+            let term = length(&mut ctx.rng);
             let stopped = lc.clone();
             let lost = async move { stopped.stopped().await };
-            ctx.hold(
-                vec![(path, lc.fencing_token())],
-                Kind::Exclusive,
-                start,
-                lost,
-                &|| lc.safe_until(),
-                Some(term),
-            )
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+            ctx.hold(vec![(path, token)], Kind::Exclusive, start, lost, &|| lc.safe_until(), Some(term))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         }
     })?;
     let _ = stop.wait_for(|s| *s).await;
     selector.close().await;
+    told.abort();
     Ok(())
 }

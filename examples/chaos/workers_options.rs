@@ -13,18 +13,17 @@
 //! - `observer`: latches with long terms, and a `LeaderObserver` on every worker's session.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use zk_recipes::{
-    request_revocation, InterProcessMutex, InterProcessSemaphore, LeaderObserver, LeaderSelector, Lock,
-    LockGuard, LockOptions, LockStatus, QueueEvent, SelectorOptions, Session, TermOutcome,
+    request_revocation, InterProcessMutex, InterProcessSemaphore, LeaderObserver, Lock, LockGuard,
+    LockOptions, LockStatus, QueueEvent, SelectorOptions, Session,
 };
 
 use crate::checker::Kind;
 use crate::options_check::{DELAY, LIMIT};
 use crate::resource::{mono_ns, ResourceClient};
-use crate::workers::{acquire_turn, Ctx, Turn};
+use crate::workers::{acquire_turn, selector_run, Ctx, Turn};
 use crate::Error;
 
 /// The option phases.
@@ -74,7 +73,9 @@ pub async fn run(mut ctx: Ctx, session: &Session, mode: &str, index: usize) -> R
         }
         "maxhold" => {
             let options = SelectorOptions::new().participant_id(ctx.id.clone()).max_hold(LIMIT);
-            selector_run(ctx, session, "/chaos/maxhold/selector", options, true).await
+            // Each term holds past its limit unless the limit ends it.
+            let length: fn(&mut crate::Rng) -> Duration = |_| LIMIT + Duration::from_secs(3);
+            selector_run(ctx, session, "/chaos/maxhold/selector", options, Some(LIMIT), length).await
         }
         "revoke" => {
             let seed = ctx.rng.next();
@@ -105,8 +106,9 @@ pub async fn run(mut ctx: Ctx, session: &Session, mode: &str, index: usize) -> R
                     r
                 }
                 _ => {
-                    let options = SelectorOptions::new().participant_id(ctx.id.clone()).auto_requeue(true);
-                    selector_run(ctx, session, "/chaos/revoke/selector", options, false).await
+                    let options = SelectorOptions::new().participant_id(ctx.id.clone());
+                    let length: fn(&mut crate::Rng) -> Duration = |_| REVOCABLE_CAP;
+                    selector_run(ctx, session, "/chaos/revoke/selector", options, None, length).await
                 }
             };
             if let Some(asker) = asker {
@@ -287,66 +289,6 @@ async fn revocable_loop(ctx: &mut Ctx, target: Target<'_>, path: &str, kind: Kin
         }
         let _ = guard.release().await;
     }
-    Ok(())
-}
-
-/// A selector whose every term's task holds until told to stop (or a cap); with `limited`,
-/// each term is announced as limited (`LIM`); a term ended by a revocation is reported
-/// (`TOLD`), and a term whose task the selector aborted (`ABANDONED`).
-async fn selector_run(
-    ctx: Ctx,
-    session: &Session,
-    path: &str,
-    options: SelectorOptions,
-    limited: bool,
-) -> Result<(), Error> {
-    let (id, addr, mut stop) = (ctx.id.clone(), ctx.addr.clone(), ctx.stop.clone());
-    let ctx = Arc::new(tokio::sync::Mutex::new(ctx));
-    let selector = LeaderSelector::new(session, path, options.auto_requeue(true))?;
-    let mut terms = selector.terms();
-    let (told_path, told_id) = (path.to_string(), id.clone());
-    let told = tokio::spawn(async move {
-        let Ok(mut res) = ResourceClient::connect(&addr).await else { return };
-        while let Ok(term) = terms.recv().await {
-            let token = term.fencing_token;
-            if term.outcome == TermOutcome::Revoked {
-                let pid = std::process::id();
-                let line = format!("TOLD {told_id} {pid} {told_path} {token} {}", mono_ns());
-                if res.ask(line).await.is_err() {
-                    return;
-                }
-            }
-            // A task aborted (at once once its term is lost: a hold limit) never reports its
-            // hold whole: it ended with its last write.
-            if term.aborted && res.ask(format!("ABANDONED {told_id} {told_path} {token}")).await.is_err() {
-                return;
-            }
-        }
-    });
-    let (task_ctx, path) = (ctx.clone(), path.to_string());
-    selector.start(move |lc: zk_recipes::LeadershipContext| {
-        let (ctx, path) = (task_ctx.clone(), path.clone());
-        async move {
-            let mut ctx = ctx.lock().await;
-            ctx.res = ResourceClient::connect(&ctx.addr).await.map_err(|e| e.to_string())?;
-            let start = mono_ns();
-            let token = lc.fencing_token();
-            if limited {
-                let line = format!("LIM {} {path} {token} {}", ctx.id, LIMIT.as_millis());
-                ctx.res.ask(line).await.map_err(|e| e.to_string())?;
-            }
-            let cap = if limited { LIMIT + Duration::from_secs(3) } else { REVOCABLE_CAP };
-            let stopped = lc.clone();
-            let lost = async move { stopped.stopped().await };
-            ctx.hold(vec![(path, token)], Kind::Exclusive, start, lost, &|| lc.safe_until(), Some(cap))
-                .await
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-    })?;
-    let _ = stop.wait_for(|s| *s).await;
-    selector.close().await;
-    told.abort();
     Ok(())
 }
 
