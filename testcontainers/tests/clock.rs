@@ -3,23 +3,14 @@
 //! Each test fails when the fault is a no-op: they were checked with the fake environment
 //! replaced by an empty one.
 
+mod common;
+
+use common::{connect, within};
+
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use zk_testcluster::{ClusterConfig, FakeClock, ZkCluster};
-use zookeeper_client::{Acls, Client, CreateMode, EventType};
-
-/// A guard against hangs, not a speed assertion: every awaited event has a generous bound.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
-async fn connect(connect: &str, session_timeout: Duration) -> Client {
-    within("connect", Client::connector().with_session_timeout(session_timeout).connect(connect))
-        .await
-        .expect("connect")
-}
+use zookeeper_client::{Acls, CreateMode, EventType};
 
 /// A server whose clock runs at 2× expires a silent session before the negotiated timeout has
 /// passed on the machine's clock: ZooKeeper expires a session `timeout` after the session's last

@@ -5,24 +5,14 @@
 
 mod common;
 
+use common::{connect, within};
+
 use std::time::Duration;
 
 use zk_testcluster::{ClusterConfig, Mode, ZkCluster};
 use zookeeper_client::{Acls, Client, CreateMode, SessionState};
 
-/// A guard against hangs, not a speed assertion: every awaited event has a generous bound.
-const PATIENCE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(50);
-
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
-async fn connect(connect: &str, timeout: Duration) -> Client {
-    within("connect", Client::connector().with_session_timeout(timeout).connect(connect))
-        .await
-        .expect("connect")
-}
 
 async fn direct(cluster: &ZkCluster, i: usize) -> Client {
     connect(&cluster.client_addr(i).expect("addr").to_string(), Duration::from_secs(10)).await
@@ -51,6 +41,19 @@ async fn zxid(cluster: &ZkCluster, i: usize) -> Option<u64> {
     let srvr = cluster.four_letter(i, "srvr").await.ok()?;
     let hex = srvr.lines().find_map(|l| l.strip_prefix("Zxid: 0x"))?;
     u64::from_str_radix(hex.trim(), 16).ok()
+}
+
+/// A 3-node ensemble whose links can be cut, its leader, one of its followers, and a client
+/// connected to the leader.
+async fn ensemble_with_a_follower() -> (ZkCluster, usize, usize, Client) {
+    let cluster =
+        ZkCluster::start(ClusterConfig { nodes: 3, ..ClusterConfig::default() }.partitionable(true))
+            .await
+            .expect("ensemble");
+    let leader = cluster.wait_for_leader().await.expect("leader");
+    let follower = a_follower(&cluster).await;
+    let on_leader = direct(&cluster, leader).await;
+    (cluster, leader, follower, on_leader)
 }
 
 /// A follower of the ensemble.
@@ -219,13 +222,7 @@ async fn one_way_client_paths_hold_requests_or_replies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_way_partition_from_the_leader_takes_a_follower_out_until_healed() {
-    let cluster =
-        ZkCluster::start(ClusterConfig { nodes: 3, ..ClusterConfig::default() }.partitionable(true))
-            .await
-            .expect("ensemble");
-    let leader = cluster.wait_for_leader().await.expect("leader");
-    let follower = a_follower(&cluster).await;
-    let on_leader = direct(&cluster, leader).await;
+    let (cluster, leader, follower, on_leader) = ensemble_with_a_follower().await;
 
     // The leader's messages to the follower are held; the follower's to the leader flow.
     cluster.partition_one_way(leader, follower).expect("one-way");
@@ -249,13 +246,7 @@ async fn a_one_way_partition_from_the_leader_takes_a_follower_out_until_healed()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_follower_lags_behind_the_leader_and_a_pinned_proxy_reaches_it() {
-    let cluster =
-        ZkCluster::start(ClusterConfig { nodes: 3, ..ClusterConfig::default() }.partitionable(true))
-            .await
-            .expect("ensemble");
-    let leader = cluster.wait_for_leader().await.expect("leader");
-    let follower = a_follower(&cluster).await;
-    let on_leader = direct(&cluster, leader).await;
+    let (cluster, leader, follower, on_leader) = ensemble_with_a_follower().await;
     let on_follower = direct(&cluster, follower).await;
 
     // The follower hears the leader 1.5 s late (below syncLimit: it stays a follower).

@@ -2,24 +2,11 @@
 
 mod common;
 
-use common::alive;
+use common::{alive, connect, within};
 use std::time::Duration;
 
 use zk_testcluster::{Mode, ZkCluster};
 use zookeeper_client::{Acls, Client, CreateMode, SessionState};
-
-/// A guard against hangs, not a speed assertion: every awaited event has a generous bound.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, fut).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
-
-async fn connect(connect: &str, session_timeout: Duration) -> Client {
-    within("connect", Client::connector().with_session_timeout(session_timeout).connect(connect))
-        .await
-        .expect("connect")
-}
 
 async fn wait_state(client: &Client, want: SessionState) {
     let mut watcher = client.state_watcher();
