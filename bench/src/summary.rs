@@ -7,7 +7,8 @@
 use std::fmt::Write as _;
 
 use crate::peers::Peer;
-use crate::report::{cell, Groups};
+use crate::plan::WARM_UP_SECS;
+use crate::report::{cell, headline_cell, mark, Groups, Row, UNSTEADY_LEGEND};
 use crate::Plan;
 
 mod environment;
@@ -19,7 +20,7 @@ mod targets;
 use environment::{machine, today};
 pub use plots::plots;
 use recipes::{failovers, recipes};
-use tables::{columns, lines, table};
+use tables::{columns, lines, table, unsteady};
 use targets::{network_targets, recipe_targets, targets};
 
 pub struct Context<'a> {
@@ -35,14 +36,36 @@ pub struct Context<'a> {
     pub reaper_ms: u64,
 }
 
+/// zk-recipes' median rate ÷ `peer`'s, marked "†" when either did not repeat.
 fn ratio_cell(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
-    match (
-        groups.median(scenario, n, Peer::ZkRecipes, |r| r.rate),
-        groups.median(scenario, n, peer, |r| r.rate),
-    ) {
-        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+    let rate = |p| groups.spread(scenario, n, p, |r| r.rate);
+    match (rate(Peer::ZkRecipes), rate(peer)) {
+        (Some(a), Some(b)) if b.median > 0.0 => {
+            format!("{:.2}×{}", a.median / b.median, mark(a.unsteady() || b.unsteady()))
+        }
         _ => "–".into(),
     }
+}
+
+/// The lines on how the figures were made to repeat: pinning, warm-up, spread.
+fn repeatability(s: &mut String, plan: &Plan) {
+    let _ = writeln!(s, "- {}", plan.pinning.describe(plan.runs("fencing")));
+    if plan.warms_up() {
+        let _ = writeln!(
+            s,
+            "- warm-up: before its counted repeats, every scenario ran once per peer (and per N) for {} s, \
+             not counted (failover: one kill; scale: one queue); the raw write loops ran after it",
+            plan.secs.min(WARM_UP_SECS)
+        );
+    } else {
+        let _ = writeln!(s, "- warm-up: none (--quick, a smoke test)");
+    }
+    let _ = writeln!(
+        s,
+        "- every cell: the median over the repeats, and (min–max) when there was more than one; the \
+         headline figures (operations per second, failover handovers) also show the spread, \
+         (max − min) ÷ median, and † marks one above 10 %"
+    );
 }
 
 pub fn summarize(groups: &Groups, cx: &Context) -> String {
@@ -56,7 +79,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         plan.repeats,
         if plan.repeats == 1 { "" } else { "s" }
     );
-    let _ = writeln!(s, "- date: {}; machine: {}", today(), machine());
+    let _ = writeln!(s, "- date: {}; machine: {}", today(), machine(plan.pinning.available.len()));
     let _ = writeln!(
         s,
         "- servers: ZooKeeper {} on loopback, a standalone server, then a 3-node ensemble; forceSync=no; \
@@ -85,8 +108,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
             cx.ensemble_raw_p50_ns as f64 / 2000.0
         );
     }
-    let _ =
-        writeln!(s, "- every cell: the median over the repeats, and (min–max) when there was more than one");
+    repeatability(&mut s, plan);
     for (p, why) in &plan.skipped {
         let _ = writeln!(s, "- **skipped: {}** ({why})", p.name());
     }
@@ -99,7 +121,13 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
          handovers for the other recipes)",
         |r| r.rate,
         0,
+        headline_cell,
     );
+    if plan.repeats > 1 {
+        let swung = unsteady(groups, plan);
+        let which = if swung.is_empty() { "none".to_string() } else { swung.join("; ") };
+        let _ = writeln!(s, "\n{UNSTEADY_LEGEND} Here: {which}.");
+    }
     table(
         &mut s,
         groups,
@@ -107,6 +135,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         "Latency p50, µs (a full cycle uncontended, a handoff contended, a leadership handover)",
         |r| r.p50_us,
         0,
+        cell,
     );
     table(
         &mut s,
@@ -115,6 +144,17 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         "Server packets per operation (`mntr`, both directions, every node)",
         |r| r.packets_per_op,
         1,
+        cell,
+    );
+    table(
+        &mut s,
+        groups,
+        plan,
+        "Server bytes per operation (`mntr`, every node: the requests' bytes, `zk_bytes_received_count`, \
+         and the replies', `zk_response_bytes`, which leaves out watch events)",
+        Row::bytes_per_op,
+        0,
+        cell,
     );
     table(
         &mut s,
@@ -123,6 +163,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         "Client CPU per operation, µs (user + system, the client's whole process)",
         |r| r.cpu_us_per_op,
         1,
+        cell,
     );
     table(
         &mut s,
@@ -131,6 +172,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         "Server CPU per operation, µs (user + system of every node's JVM)",
         |r| r.server_cpu_us_per_op,
         1,
+        cell,
     );
     let _ = writeln!(
         s,
@@ -142,7 +184,11 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
          of every ZooKeeper process from `/proc/<pid>/stat` (10 ms ticks) over the same window."
     );
 
-    let _ = writeln!(s, "\n### Ratios: zk-recipes ÷ each peer (operations per second, medians)\n");
+    let _ = writeln!(
+        s,
+        "\n### Ratios: zk-recipes ÷ each peer (operations per second, medians)\n\n\
+         † where either side's operations per second spread more than 10 % over the repeats.\n"
+    );
     let others: Vec<Peer> = columns(groups)
         .into_iter()
         .filter(|p| !matches!(p, Peer::ZkRecipes | Peer::ZkRecipesDrop | Peer::Naive))
@@ -187,7 +233,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
             s,
             "| {} | {} | {parents} | {} | {} | {} |",
             p.name(),
-            cell(groups.spread("per-order", n, p, |r| r.rate), 0),
+            headline_cell(groups.spread("per-order", n, p, |r| r.rate), 0),
             cell(groups.spread("per-order", n, p, |r| r.left_at_end), 0),
             cell(groups.spread("per-order", n, p, |r| r.left_after_reaper), 0),
             cell(groups.spread("per-order", n, p, |r| r.reaper_secs), 1),

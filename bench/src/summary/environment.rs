@@ -21,8 +21,9 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
-/// "model name × cores, Linux release".
-pub fn machine() -> String {
+/// "model name, N cores, Linux release", where N is `cores` (the CPUs this process could use
+/// before it pinned itself), or what the process may use now when that is unknown (0).
+pub fn machine(cores: usize) -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -31,7 +32,7 @@ pub fn machine() -> String {
             })
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cores = if cores > 0 { cores } else { std::thread::available_parallelism().map_or(0, |n| n.get()) };
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("{cpu}, {cores} cores, Linux {}", kernel.trim())
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::peers::{Peer, Recipe};
-use crate::report::{cell, Groups, Row};
+use crate::report::{cell, headline_cell, Groups, Row};
 use crate::Plan;
 
 /// The violations of a run's invariant, summed over its repeats.
@@ -52,23 +52,24 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(
             s,
-            "| peer | releases/s | packets per release | client CPU µs per release | most holders at once | violations |"
+            "| peer | releases/s | packets per release | bytes per release | client CPU µs per release | most holders at once | violations |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
         for p in groups.peers_of(sem.scenario()) {
             let m = |f: fn(&Row) -> f64| groups.spread(sem.scenario(), n, p, f);
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} |",
                 p.name(),
-                cell(m(|r| r.rate), 0),
+                headline_cell(m(|r| r.rate), 0),
                 cell(m(|r| r.packets_per_op), 1),
+                cell(m(Row::bytes_per_op), 0),
                 cell(m(|r| r.cpu_us_per_op), 0),
                 cell(m(|r| r.extra), 0),
                 violations(groups, sem.scenario(), n, p)
             );
         }
-        na(s, sem, "", 5);
+        na(s, sem, "", 6);
     }
     let mixes: Vec<Recipe> = plan.recipes("rwlock").into_iter().filter(|r| ran(r)).collect();
     if let Some(&first) = mixes.first() {
@@ -82,26 +83,27 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(
             s,
-            "| peer | reads | operations/s | packets per operation | client CPU µs per operation | most holders at once | violations |"
+            "| peer | reads | operations/s | packets per operation | bytes per operation | client CPU µs per operation | most holders at once | violations |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
         for &mix in &mixes {
             let Recipe::ReadWrite(pct) = mix else { continue };
             for p in groups.peers_of(mix.scenario()) {
                 let m = |f: fn(&Row) -> f64| groups.spread(mix.scenario(), n, p, f);
                 let _ = writeln!(
                     s,
-                    "| {} | {pct} % | {} | {} | {} | {} | {} |",
+                    "| {} | {pct} % | {} | {} | {} | {} | {} | {} |",
                     p.name(),
-                    cell(m(|r| r.rate), 0),
+                    headline_cell(m(|r| r.rate), 0),
                     cell(m(|r| r.packets_per_op), 1),
+                    cell(m(Row::bytes_per_op), 0),
                     cell(m(|r| r.cpu_us_per_op), 0),
                     cell(m(|r| r.extra), 0),
                     violations(groups, mix.scenario(), n, p)
                 );
             }
         }
-        na(s, first, "", 6);
+        na(s, first, "", 7);
     }
     let elections: Vec<Recipe> = plan.recipes("leader").into_iter().filter(|r| ran(r)).collect();
     if let Some(&first) = elections.first() {
@@ -117,27 +119,28 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(
             s,
-            "| peer | recipe | handovers/s | handover p50 µs | handover p99 µs | packets per handover | client CPU µs per handover | violations |"
+            "| peer | recipe | handovers/s | handover p50 µs | handover p99 µs | packets per handover | bytes per handover | client CPU µs per handover | violations |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
         for &e in &elections {
             let what = if e == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
             for p in groups.peers_of(e.scenario()) {
                 let m = |f: fn(&Row) -> f64| groups.spread(e.scenario(), n, p, f);
                 let _ = writeln!(
                     s,
-                    "| {} | {what} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {what} | {} | {} | {} | {} | {} | {} | {} |",
                     p.name(),
-                    cell(m(|r| r.rate), 0),
+                    headline_cell(m(|r| r.rate), 0),
                     cell(m(|r| r.p50_us), 0),
                     cell(m(|r| r.p99_us), 0),
                     cell(m(|r| r.packets_per_op), 1),
+                    cell(m(Row::bytes_per_op), 0),
                     cell(m(|r| r.cpu_us_per_op), 0),
                     violations(groups, e.scenario(), n, p)
                 );
             }
             if e == Recipe::Latch {
-                na(s, e, "latch | ", 6);
+                na(s, e, "latch | ", 7);
             }
         }
     }
@@ -179,7 +182,7 @@ pub fn failovers(s: &mut String, groups: &Groups, plan: &Plan) {
                 s,
                 "| {} | {what} | {} | {} | {} |",
                 p.name(),
-                cell(ms(|r| r.p50_us), 0),
+                headline_cell(ms(|r| r.p50_us), 0),
                 cell(ms(|r| r.p99_us), 0),
                 cell(beyond, 0)
             );

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use crate::peers::{Peer, Recipe};
-use crate::report::{cell, Groups, Row};
+use crate::report::{Groups, Row};
+use crate::stats::Spread;
 use crate::Plan;
 
 /// A line of the cross-peer tables: a label, a short label for plots, (scenario, n), and the
@@ -106,6 +107,8 @@ pub fn columns(groups: &Groups) -> Vec<Peer> {
     peers
 }
 
+/// A table of one metric, a line per scenario and N and a column per peer, each cell made by
+/// `cell_of` (`report::cell`, or `report::headline_cell` for the headline figure).
 pub fn table(
     s: &mut String,
     groups: &Groups,
@@ -113,6 +116,7 @@ pub fn table(
     title: &str,
     metric: fn(&Row) -> f64,
     decimals: usize,
+    cell_of: fn(Option<Spread>, usize) -> String,
 ) {
     let peers = columns(groups);
     let _ = writeln!(s, "\n### {title}\n");
@@ -130,7 +134,7 @@ pub fn table(
             .iter()
             .map(|p| match groups.spread(l.scenario, l.n, *p, metric) {
                 None if l.lacks(*p) => "n/a".into(),
-                spread => cell(spread, decimals),
+                spread => cell_of(spread, decimals),
             })
             .collect();
         if cells.iter().all(|c| c == "–" || c == "n/a") {
@@ -138,4 +142,21 @@ pub fn table(
         }
         let _ = writeln!(s, "| {} | {} |", l.label, cells.join(" | "));
     }
+}
+
+/// The lines of the cross-peer tables whose operations per second did not repeat (spread above
+/// [`crate::stats::UNSTEADY`]), each with its peer and spread: "uncontended cycle · LockClient: 14 %".
+pub fn unsteady(groups: &Groups, plan: &Plan) -> Vec<String> {
+    let peers = columns(groups);
+    let mut out = Vec::new();
+    for l in lines(plan) {
+        for p in &peers {
+            let Some(spread) = groups.spread(l.scenario, l.n, *p, |r| r.rate) else { continue };
+            if spread.unsteady() {
+                let pct = spread.relative().unwrap_or(0.0) * 100.0;
+                out.push(format!("{} · {}: {pct:.0} %", l.short, p.name()));
+            }
+        }
+    }
+    out
 }
