@@ -66,20 +66,22 @@ impl Pinning {
         }
     }
 
-    /// The report's line.
-    pub fn describe(&self, fencing: bool) -> String {
+    /// The report's line; `network` and `fencing`: whether those scenarios ran (the proxy runs
+    /// in this process; the fencing servers are not pinned).
+    pub fn describe(&self, network: bool, fencing: bool) -> String {
         match &self.split {
             Split::Off(why) => {
                 format!("CPU pinning: off ({why}); servers and clients share CPUs {}", list(&self.available))
             }
             Split::Pinned { servers, clients } => format!(
                 "CPU pinning: ZooKeeper servers on CPU{} {}, clients on CPU{} {} (this process with \
-                 zk-recipes, LockClient, the naive recipe and the 1 ms network's proxy, and the \
-                 Curator and kazoo driver processes){}",
+                 zk-recipes, LockClient, the naive recipe{}, and the Curator and kazoo driver \
+                 processes){}",
                 plural(servers),
                 list(servers),
                 plural(clients),
                 list(clients),
+                if network { " and the 1 ms network's proxy" } else { "" },
                 if fencing {
                     "; the fencing scenario's PostgreSQL and Redis run on the clients' CPUs"
                 } else {
@@ -157,7 +159,7 @@ mod tests {
         assert!(matches!(Pinning::choose(PinMode::Auto, vec![3]).split, Split::Off(_)));
         assert!(matches!(Pinning::choose(PinMode::Off, vec![0, 1]).split, Split::Off(_)));
         assert_eq!(Pinning::choose(PinMode::Off, vec![0, 1]).servers(), None);
-        assert!(Pinning::choose(PinMode::Auto, vec![0]).describe(false).contains("single CPU"));
+        assert!(Pinning::choose(PinMode::Auto, vec![0]).describe(false, false).contains("single CPU"));
     }
 
     #[test]

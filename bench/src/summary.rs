@@ -49,7 +49,7 @@ fn ratio_cell(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
 
 /// The lines on how the figures were made to repeat: pinning, warm-up, spread.
 fn repeatability(s: &mut String, plan: &Plan) {
-    let _ = writeln!(s, "- {}", plan.pinning.describe(plan.runs("fencing")));
+    let _ = writeln!(s, "- {}", plan.pinning.describe(plan.runs("network"), plan.runs("fencing")));
     if plan.warms_up() {
         let _ = writeln!(
             s,

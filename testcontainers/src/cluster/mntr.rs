@@ -35,6 +35,8 @@ impl Mntr {
 
     /// `zk_response_bytes`: bytes of the replies to client requests, as serialized, without
     /// their length prefixes; watch events and the replies that open a session are not counted.
+    /// The server adds a reply's bytes after sending it: a reading taken as soon as a reply
+    /// arrives may not count it yet.
     pub fn response_bytes(&self) -> i64 {
         self.get("zk_response_bytes").unwrap_or(0)
     }
