@@ -3,7 +3,7 @@
 //! ensemble), in one run.
 //!
 //! ```text
-//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
+//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--pin auto|off] [--out DIR] [--skip-missing]
 //! ```
 //! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` (with `fencing.csv` when
 //! the fencing scenario runs) and the plots
