@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::pin::PinMode;
+
 /// The scenarios `--only` can pick.
 pub const SCENARIOS: [&str; 12] = [
     "uncontended",
@@ -51,6 +53,12 @@ pub struct Args {
     /// Leave out a peer that can't run here (and say so in the report) instead of stopping.
     #[arg(long)]
     pub skip_missing: bool,
+    /// Pin the ZooKeeper servers and the clients (this process, its peers and every process it
+    /// starts) to separate CPUs: `auto` gives the servers the first half of the CPUs this
+    /// process may use (on 2: CPU 0 for the servers, CPU 1 for the clients) and pins nothing on
+    /// a single CPU; `off` leaves every process to the scheduler. The report says which.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = PinMode::Auto)]
+    pub pin: PinMode,
     /// Never run scripts/ensure-peers to install a missing peer; only say what to run.
     #[arg(long)]
     pub no_install: bool,

@@ -3,7 +3,7 @@
 //! ensemble), in one run.
 //!
 //! ```text
-//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--out DIR] [--skip-missing]
+//! cargo run --release -p zk-bench -- [--quick] [--seconds S] [--repeats R] [--pin auto|off] [--out DIR] [--skip-missing]
 //! ```
 //! Writes `target/bench-report/` (or `--out`): `results.csv`, `summary.md` (with `fencing.csv` when
 //! the fencing scenario runs) and the plots
@@ -18,6 +18,7 @@ mod driver;
 mod fencing;
 mod ours;
 mod peers;
+mod pin;
 mod plan;
 mod progress;
 mod report;
@@ -30,7 +31,7 @@ use clap::Parser;
 use cli::{Args, ChildCommand, SCENARIOS};
 use peers::{Peer, Recipe, Target, FRESH};
 pub use plan::Plan;
-use plan::{describe, Step};
+use plan::{describe, Run, Step};
 use progress::Progress;
 use report::{Groups, Row};
 use zk_testcluster::{ClusterConfig, ZkCluster};
@@ -63,7 +64,7 @@ async fn raw_write(scenario: &'static str, target: &Target<'_>, plan: &Plan) -> 
     Ok((p50, row))
 }
 
-/// A row from a contended run: rate, packets and CPU per operation, overlaps, and the p50/p99
+/// A row from a contended run: rate, packets, bytes and CPU per operation, overlaps, and the p50/p99
 /// of the latencies `latencies` derives from the (sorted) holds.
 fn measured(
     scenario: &'static str,
@@ -79,11 +80,20 @@ fn measured(
     Row {
         p50_us: us(stats::percentile(&mut lat, 50.0)),
         p99_us: us(stats::percentile(&mut lat, 99.0)),
-        packets_per_op: c.server.packets as f64 / ops,
         overlaps,
         cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
-        server_cpu_us_per_op: server_cpu_us(c.server, ops),
-        ..Row::new(scenario, peer, n, repeat, c.holds.len() as f64 / c.secs)
+        ..server_row(c.server, ops, Row::new(scenario, peer, n, repeat, c.holds.len() as f64 / c.secs))
+    }
+}
+
+/// `row` with the servers' work per operation: packets, bytes both ways, CPU.
+fn server_row(server: peers::ServerWork, ops: f64, row: Row) -> Row {
+    Row {
+        packets_per_op: server.packets as f64 / ops,
+        bytes_in_per_op: server.bytes_in as f64 / ops,
+        bytes_out_per_op: server.bytes_out as f64 / ops,
+        server_cpu_us_per_op: server_cpu_us(server, ops),
+        ..row
     }
 }
 
@@ -130,16 +140,15 @@ fn server_cpu_us(server: peers::ServerWork, ops: f64) -> f64 {
 fn cycled(scenario: &'static str, peer: Peer, n: usize, repeat: usize, c: &peers::Cycles) -> Row {
     let ops = c.count.max(1) as f64;
     Row {
-        packets_per_op: c.server.packets as f64 / ops,
         cpu_us_per_op: c.cpu_ns as f64 / 1000.0 / ops,
-        server_cpu_us_per_op: server_cpu_us(c.server, ops),
-        ..Row::new(scenario, peer, n, repeat, c.count as f64 / c.secs)
+        ..server_row(c.server, ops, Row::new(scenario, peer, n, repeat, c.count as f64 / c.secs))
     }
 }
 
-fn server_config(nodes: usize, heap_mb: u32) -> ClusterConfig {
+fn server_config(nodes: usize, heap_mb: u32, plan: &Plan) -> ClusterConfig {
     ClusterConfig {
         nodes,
+        cpus: plan.pinning.servers(),
         max_client_cnxns: 0,
         force_sync: false,
         heap_mb,
@@ -187,7 +196,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         plan.secs,
         plan.repeats
     );
-    let mut standalone = Some(ZkCluster::start(server_config(1, 768)).await.map_err(|e| e.to_string())?);
+    let mut standalone =
+        Some(ZkCluster::start(server_config(1, 768, &plan)).await.map_err(|e| e.to_string())?);
     let mut progress = Progress::new(steps.iter().map(|s| plan.cost(*s)).collect());
     let zk_version = match &standalone {
         Some(zk) => zk.mntr(0).await.ok().and_then(|m| m.0.get("zk_version").cloned()).unwrap_or_default(),
@@ -213,6 +223,8 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     let mut fencing_servers: Option<fencing::Servers> = None;
     let mut fenced = Vec::new();
 
+    let mut warm_rows = Vec::new();
+    let mut warm_fenced = Vec::new();
     for step in steps {
         progress.step(&describe(step, &plan));
         let zk = || standalone.as_ref().ok_or_else(|| "the standalone server is gone".to_string());
@@ -221,45 +233,39 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
             let zk = ensemble.as_ref().ok_or("no ensemble")?;
             Ok(Target { zk, connect: follower.as_ref().ok_or("no follower")?.1.clone() })
         };
+        // A warm-up runs as a repeat does, for at most WARM_UP_SECS; its rows are not counted.
+        let run = step.run();
+        let secs = run.map_or(plan.secs, |run| plan.secs_of(run));
+        let r = run.map_or(0, Run::index);
+        let (counted, fenced_before) = (rows.len(), fenced.len());
         match step {
-            Step::Warmup(peer) => {
-                peers::contend(
-                    &Target::direct(zk()?),
-                    peer,
-                    8,
-                    plan.secs.min(1.0),
-                    &path("warmup"),
-                    &scratch,
-                )
-                .await?;
-            }
             Step::RawWrite => {
                 let row;
                 (raw_p50, row) = raw_write("raw-write", &Target::direct(zk()?), &plan).await?;
                 rows.push(Row { packets_per_op: 8.0, ..row });
             }
-            Step::Uncontended(r, peer) => {
+            Step::Uncontended(_, peer) => {
                 let t = Target::direct(zk()?);
-                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                let c = peers::contend(&t, peer, 1, secs, &path("uncontended"), &scratch).await?;
                 rows.push(measured("uncontended", peer, 1, r, c, stats::cycles));
             }
-            Step::Contended(r, n, peer) => {
+            Step::Contended(_, n, peer) => {
                 let t = Target::direct(zk()?);
-                let c = peers::contend(&t, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                let c = peers::contend(&t, peer, n, secs, &path("contended"), &scratch).await?;
                 rows.push(measured("contended", peer, n, r, c, stats::handoffs));
             }
-            Step::ManyLocks(r, peer) => {
+            Step::ManyLocks(_, peer) => {
                 let prefix = path("many");
-                let c = peers::cycle_locks(zk()?, peer, plan.many_locks, plan.many_tasks, plan.secs, &prefix)
-                    .await?;
+                let c =
+                    peers::cycle_locks(zk()?, peer, plan.many_locks, plan.many_tasks, secs, &prefix).await?;
                 rows.push(Row {
                     extra: plan.many_locks as f64,
                     ..cycled("many-locks", peer, plan.many_tasks, r, &c)
                 });
             }
-            Step::PerOrder(r, peer) => {
+            Step::PerOrder(_, peer) => {
                 let root = path(&format!("orders-{}", peer.short()));
-                let c = peers::cycle_locks(zk()?, peer, FRESH, plan.order_tasks, plan.secs, &root).await?;
+                let c = peers::cycle_locks(zk()?, peer, FRESH, plan.order_tasks, secs, &root).await?;
                 let probe = peers::raw_connect(&zk()?.connect_string()).await?;
                 let at_end = peers::subtree_size(&probe, &root).await?;
                 let (left, secs) = after_reaper(&probe, &root).await?;
@@ -270,15 +276,15 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..cycled("per-order", peer, plan.order_tasks, r, &c)
                 });
             }
-            Step::Recipe(r, recipe, peer) => {
+            Step::Recipe(_, recipe, peer) => {
                 let n = plan.contenders(recipe);
                 let t = Target::direct(zk()?);
-                let c = peers::contend_on(&t, peer, recipe, n, plan.secs, &path(recipe.scenario()), &scratch)
-                    .await?;
+                let c =
+                    peers::contend_on(&t, peer, recipe, n, secs, &path(recipe.scenario()), &scratch).await?;
                 rows.push(recipe_row(recipe, peer, n, r, c));
             }
-            Step::Failover(r, recipe, peer) => {
-                let kills = plan.failover_kills;
+            Step::Failover(run, recipe, peer) => {
+                let kills = plan.kills_of(run);
                 let scenario = failover_scenario(recipe);
                 let mut h = peers::failover(zk()?, peer, recipe, kills, &path(scenario)).await?;
                 let p50 = stats::percentile(&mut h, 50.0);
@@ -289,21 +295,21 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..Row::new(scenario, peer, 2, r, 1e9 / p50.max(1) as f64)
                 });
             }
-            Step::Scale(peer) => {
+            Step::Scale(_, peer) => {
                 let s = peers::scale(zk()?, peer, plan.scale_waiters, &path("scale")).await?;
                 rows.push(Row {
                     p50_us: s.drain_secs * 1e6,
                     extra: s.rss_per_waiter,
-                    ..Row::new("scale", peer, plan.scale_waiters, 0, plan.scale_waiters as f64 / s.drain_secs)
+                    ..Row::new("scale", peer, plan.scale_waiters, r, plan.scale_waiters as f64 / s.drain_secs)
                 });
             }
             Step::FencingStart => {
                 fencing_servers = Some(fencing::Servers::start(plan.skip_missing).await?);
             }
-            Step::Fencing(r, resource, workers) => {
+            Step::Fencing(_, resource, workers) => {
                 let servers = fencing_servers.as_ref().ok_or("no fencing servers")?;
                 let root = path(&format!("fencing-{}", resource.short()));
-                fenced.extend(fencing::run(zk()?, servers, resource, workers, r, plan.secs, &root).await?);
+                fenced.extend(fencing::run(zk()?, servers, resource, workers, r, secs, &root).await?);
             }
             Step::NetworkStart => {
                 let p = zk()?.proxy().map_err(|e| e.to_string())?;
@@ -316,16 +322,16 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 (network_raw_p50, row) = raw_write("network-raw-write", &t, &plan).await?;
                 rows.push(row);
             }
-            Step::NetworkUncontended(r, peer) => {
+            Step::NetworkUncontended(_, peer) => {
                 let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
-                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                let c = peers::contend(&t, peer, 1, secs, &path("uncontended"), &scratch).await?;
                 // The proxy's threads run in this process: its CPU is not the peers'.
                 let row = measured("network-uncontended", peer, 1, r, c, stats::cycles);
                 rows.push(Row { cpu_us_per_op: f64::NAN, ..row });
             }
-            Step::NetworkContended(r, n, peer) => {
+            Step::NetworkContended(_, n, peer) => {
                 let t = Target::through(zk()?, proxy.as_ref().ok_or("no proxy")?);
-                let c = peers::contend(&t, peer, n, plan.secs, &path("contended"), &scratch).await?;
+                let c = peers::contend(&t, peer, n, secs, &path("contended"), &scratch).await?;
                 let row = measured("network-contended", peer, n, r, c, stats::handoffs);
                 rows.push(Row { cpu_us_per_op: f64::NAN, ..row });
             }
@@ -333,7 +339,7 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 proxy = None;
                 // One cluster at a time: the standalone server's work is done.
                 standalone = None;
-                let ens = ZkCluster::start(server_config(3, 384)).await.map_err(|e| e.to_string())?;
+                let ens = ZkCluster::start(server_config(3, 384, &plan)).await.map_err(|e| e.to_string())?;
                 follower = Some(peers::a_follower(&ens).await?);
                 ensemble = Some(ens);
             }
@@ -343,22 +349,20 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 (ensemble_raw_p50, row) = raw_write("ensemble-raw-write", &t, &plan).await?;
                 rows.push(row);
             }
-            Step::EnsembleWarmup(peer) => {
+            Step::EnsembleUncontended(_, peer) => {
                 let t = on_follower()?;
-                peers::contend(&t, peer, plan.ensemble_n, plan.secs.min(1.0), &path("warmup"), &scratch)
-                    .await?;
-            }
-            Step::EnsembleUncontended(r, peer) => {
-                let t = on_follower()?;
-                let c = peers::contend(&t, peer, 1, plan.secs, &path("uncontended"), &scratch).await?;
+                let c = peers::contend(&t, peer, 1, secs, &path("uncontended"), &scratch).await?;
                 rows.push(measured("ensemble-uncontended", peer, 1, r, c, stats::cycles));
             }
-            Step::EnsembleContended(r, peer) => {
+            Step::EnsembleContended(_, peer) => {
                 let t = on_follower()?;
-                let c = peers::contend(&t, peer, plan.ensemble_n, plan.secs, &path("contended"), &scratch)
-                    .await?;
+                let c = peers::contend(&t, peer, plan.ensemble_n, secs, &path("contended"), &scratch).await?;
                 rows.push(measured("ensemble-contended", peer, plan.ensemble_n, r, c, stats::handoffs));
             }
+        }
+        if run == Some(Run::WarmUp) {
+            warm_rows.extend(rows.drain(counted..));
+            warm_fenced.extend(fenced.drain(fenced_before..));
         }
     }
     progress.finish();
@@ -368,31 +372,10 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
     drop(standalone);
     let _ = std::fs::remove_dir_all(&scratch);
 
-    for r in &rows {
-        if r.overlaps > 0 {
-            problems.push(format!(
-                "{} {} N={}: {} {}",
-                r.scenario,
-                r.peer.name(),
-                r.n,
-                r.overlaps,
-                invariant(r.scenario)
-            ));
-        }
-        if r.rate.is_nan() || r.rate <= 0.0 {
-            problems.push(format!("{} {} N={}: no numbers", r.scenario, r.peer.name(), r.n));
-        }
-        if r.scenario == "per-order"
-            && matches!(r.peer, Peer::ZkRecipes | Peer::ZkRecipesDrop)
-            && r.left_after_reaper > 0.0
-        {
-            problems.push(format!(
-                "per-order {}: {} nodes left after the container reaper",
-                r.peer.name(),
-                r.left_after_reaper
-            ));
-        }
-    }
+    // A warm-up is not counted, but what it did wrong is still wrong.
+    problems.extend(rows.iter().flat_map(row_problems));
+    problems.extend(warm_rows.iter().flat_map(row_problems).map(|p| format!("warm-up: {p}")));
+    problems.extend(fencing::problems(&warm_fenced).into_iter().map(|p| format!("warm-up: {p}")));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     report::write_csv(&rows, &out.join("results.csv")).map_err(|e| e.to_string())?;
     let groups = Groups::of(&rows);
@@ -419,6 +402,36 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         eprintln!("PROBLEM: {p}");
     }
     Ok(problems.is_empty())
+}
+
+/// What is wrong with a run: its invariant violated, no numbers, or (zk-recipes' per-order locks)
+/// nodes left after the container reaper.
+fn row_problems(r: &Row) -> Vec<String> {
+    let mut problems = Vec::new();
+    if r.overlaps > 0 {
+        problems.push(format!(
+            "{} {} N={}: {} {}",
+            r.scenario,
+            r.peer.name(),
+            r.n,
+            r.overlaps,
+            invariant(r.scenario)
+        ));
+    }
+    if r.rate.is_nan() || r.rate <= 0.0 {
+        problems.push(format!("{} {} N={}: no numbers", r.scenario, r.peer.name(), r.n));
+    }
+    if r.scenario == "per-order"
+        && matches!(r.peer, Peer::ZkRecipes | Peer::ZkRecipesDrop)
+        && r.left_after_reaper > 0.0
+    {
+        problems.push(format!(
+            "per-order {}: {} nodes left after the container reaper",
+            r.peer.name(),
+            r.left_after_reaper
+        ));
+    }
+    problems
 }
 
 fn tempfile_dir() -> Result<PathBuf, String> {
@@ -478,29 +491,49 @@ fn available_peers(args: &Args) -> Result<(Vec<Peer>, Skipped), String> {
     Ok((peers, skipped))
 }
 
-fn main() {
-    let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("zk-bench: cannot start the async runtime: {e}");
             std::process::exit(2);
         }
+    }
+}
+
+/// The internal child commands (their process inherits the clients' CPUs from ours).
+fn run_child(child: &ChildCommand) {
+    let (what, outcome) = match child {
+        ChildCommand::ScaleChild { peer, connect, path, waiters } => {
+            ("scale-child", runtime().block_on(peers::scale_child(peer, connect, path, *waiters)))
+        }
+        ChildCommand::ElectChild { recipe, connect, path, id, session_ms } => {
+            ("elect-child", runtime().block_on(peers::elect_child(recipe, connect, path, id, *session_ms)))
+        }
     };
-    if let Some(ChildCommand::ScaleChild { peer, connect, path, waiters }) = &args.child {
-        if let Err(e) = runtime.block_on(peers::scale_child(peer, connect, path, *waiters)) {
-            eprintln!("scale-child: {e}");
-            std::process::exit(1);
-        }
+    if let Err(e) = outcome {
+        eprintln!("{what}: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Some(child) = &args.child {
+        run_child(child);
         return;
     }
-    if let Some(ChildCommand::ElectChild { recipe, connect, path, id, session_ms }) = &args.child {
-        if let Err(e) = runtime.block_on(peers::elect_child(recipe, connect, path, id, *session_ms)) {
-            eprintln!("elect-child: {e}");
-            std::process::exit(1);
-        }
-        return;
+    // Pinned before any other thread starts: the runtime's workers, the driver processes and our
+    // children inherit the clients' CPUs; the servers get theirs as the harness starts them.
+    let pinning = match pin::available() {
+        Ok(cpus) => pin::Pinning::choose(args.pin, cpus),
+        Err(why) => pin::Pinning { available: Vec::new(), split: pin::Split::Off(why) },
+    };
+    if let Err(e) = pinning.pin_clients() {
+        eprintln!("zk-bench: {e}");
+        std::process::exit(2);
     }
+    let runtime = runtime();
     let (peers, skipped) = match available_peers(&args) {
         Ok(found) => found,
         Err(line) => {
@@ -533,6 +566,7 @@ fn main() {
         } else {
             args.only.clone()
         },
+        pinning,
     };
     let out = args.out.clone().unwrap_or_else(|| peers_target().join("bench-report"));
     match runtime.block_on(run(plan, out)) {

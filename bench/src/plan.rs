@@ -3,6 +3,7 @@
 
 use crate::fencing::{self, Resource};
 use crate::peers::{self, Peer, Recipe};
+use crate::pin::Pinning;
 use crate::{failover_scenario, Skipped, NETWORK_NS};
 
 /// The lock peers, in the report's order.
@@ -44,35 +45,82 @@ pub struct Plan {
     pub skip_missing: bool,
     /// The scenarios to run (all of [`crate::cli::SCENARIOS`] unless `--only`).
     pub only: Vec<String>,
+    /// Which CPUs the servers and the clients run on (`--pin`).
+    pub pinning: Pinning,
 }
 
-/// One step of the run, in order.
+/// Which run of a scenario a step is: its warm-up (run, not counted), or a counted repeat.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    WarmUp,
+    Repeat(usize),
+}
+
+impl Run {
+    /// The repeat's index (0 for the warm-up, whose rows are not counted).
+    pub fn index(self) -> usize {
+        match self {
+            Run::WarmUp => 0,
+            Run::Repeat(r) => r,
+        }
+    }
+}
+
+/// The longest warm-up run, s (a run is shorter when `--seconds` is).
+pub const WARM_UP_SECS: f64 = 1.0;
+
+/// One step of the run, in order. A measured step names its [`Run`]: every scenario runs once
+/// per peer (and per N) as a warm-up, not counted, before its counted repeats.
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
-    Warmup(Peer),
     RawWrite,
-    Uncontended(usize, Peer),
-    Contended(usize, usize, Peer),
-    ManyLocks(usize, Peer),
-    PerOrder(usize, Peer),
-    /// A run of a recipe other than the mutex: (repeat, recipe, peer).
-    Recipe(usize, Recipe, Peer),
-    /// Leader failover after kills of the leader's process: (repeat, recipe, peer).
-    Failover(usize, Recipe, Peer),
-    Scale(Peer),
+    Uncontended(Run, Peer),
+    Contended(Run, usize, Peer),
+    ManyLocks(Run, Peer),
+    PerOrder(Run, Peer),
+    /// A run of a recipe other than the mutex: (run, recipe, peer).
+    Recipe(Run, Recipe, Peer),
+    /// Leader failover after kills of the leader's process: (run, recipe, peer).
+    Failover(Run, Recipe, Peer),
+    Scale(Run, Peer),
     /// Start the fencing scenario's PostgreSQL and Redis servers.
     FencingStart,
-    /// Fenced and unfenced writes at a resource: (repeat, resource, workers).
-    Fencing(usize, Resource, usize),
+    /// Fenced and unfenced writes at a resource: (run, resource, workers).
+    Fencing(Run, Resource, usize),
     NetworkStart,
     NetworkRawWrite,
     EnsembleRawWrite,
-    NetworkUncontended(usize, Peer),
-    NetworkContended(usize, usize, Peer),
+    NetworkUncontended(Run, Peer),
+    NetworkContended(Run, usize, Peer),
     EnsembleStart,
-    EnsembleWarmup(Peer),
-    EnsembleUncontended(usize, Peer),
-    EnsembleContended(usize, Peer),
+    EnsembleUncontended(Run, Peer),
+    EnsembleContended(Run, Peer),
+}
+
+impl Step {
+    /// The run of a measured step; `None` for the others (starts, raw writes).
+    pub fn run(self) -> Option<Run> {
+        match self {
+            Step::Uncontended(r, _)
+            | Step::Contended(r, _, _)
+            | Step::ManyLocks(r, _)
+            | Step::PerOrder(r, _)
+            | Step::Recipe(r, _, _)
+            | Step::Failover(r, _, _)
+            | Step::Scale(r, _)
+            | Step::Fencing(r, _, _)
+            | Step::NetworkUncontended(r, _)
+            | Step::NetworkContended(r, _, _)
+            | Step::EnsembleUncontended(r, _)
+            | Step::EnsembleContended(r, _) => Some(r),
+            Step::RawWrite
+            | Step::FencingStart
+            | Step::NetworkStart
+            | Step::NetworkRawWrite
+            | Step::EnsembleRawWrite
+            | Step::EnsembleStart => None,
+        }
+    }
 }
 
 impl Plan {
@@ -106,82 +154,127 @@ impl Plan {
         }
     }
 
-    pub fn steps(&self) -> Vec<Step> {
+    /// Whether the scenarios get a warm-up run (not with `--quick`, a smoke test).
+    pub fn warms_up(&self) -> bool {
+        !self.quick
+    }
+
+    /// The runs of every measured scenario, in order: the warm-up, then the repeats.
+    fn runs_in_order(&self) -> Vec<Run> {
+        let warm = self.warms_up().then_some(Run::WarmUp);
+        warm.into_iter().chain((0..self.repeats).map(Run::Repeat)).collect()
+    }
+
+    /// Seconds of a measured run: `--seconds`, or at most [`WARM_UP_SECS`] for a warm-up.
+    pub fn secs_of(&self, run: Run) -> f64 {
+        match run {
+            Run::WarmUp => self.secs.min(WARM_UP_SECS),
+            Run::Repeat(_) => self.secs,
+        }
+    }
+
+    /// Kills of the leader per failover run: one in a warm-up.
+    pub fn kills_of(&self, run: Run) -> usize {
+        match run {
+            Run::WarmUp => 1,
+            Run::Repeat(_) => self.failover_kills,
+        }
+    }
+
+    /// The standalone server's scenarios in one run (a warm-up or a repeat), peers interleaved.
+    fn standalone_run(&self, r: Run, steps: &mut Vec<Step>) {
         let has = |p: &Peer| self.peers.contains(p);
-        // Warm-ups steady the numbers; a smoke test (--quick) needs none.
-        let warm = !self.quick;
-        let mut steps: Vec<Step> =
-            LOCK_PEERS.iter().filter(|p| warm && has(p)).map(|&p| Step::Warmup(p)).collect();
-        steps.push(Step::RawWrite);
-        for r in 0..self.repeats {
-            if self.runs("uncontended") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
-            }
-            for &n in self.ns.iter().filter(|_| self.runs("contended")) {
-                let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
-                steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
-            }
-            if self.runs("many-locks") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
-            }
-            if self.runs("per-order") {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
-            }
-            for scenario in ["semaphore", "rwlock", "leader"].into_iter().filter(|s| self.runs(s)) {
-                for recipe in self.recipes(scenario) {
-                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                    steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
-                }
-            }
-            if self.runs("failover") {
-                for recipe in self.recipes("leader") {
-                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                    steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
-                }
+        if self.runs("uncontended") {
+            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
+        }
+        for &n in self.ns.iter().filter(|_| self.runs("contended")) {
+            let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
+            steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
+        }
+        if self.runs("many-locks") {
+            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
+        }
+        if self.runs("per-order") {
+            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
+        }
+        for scenario in ["semaphore", "rwlock", "leader"].into_iter().filter(|s| self.runs(s)) {
+            for recipe in self.recipes(scenario) {
+                let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
             }
         }
+        if self.runs("failover") {
+            for recipe in self.recipes("leader") {
+                let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
+            }
+        }
+    }
+
+    pub fn steps(&self) -> Vec<Step> {
+        let has = |p: &Peer| self.peers.contains(p);
+        let runs = self.runs_in_order();
+        let counted = || runs.iter().copied().filter(|r| *r != Run::WarmUp);
+        let warm_up = || runs.iter().copied().filter(|r| *r == Run::WarmUp);
+        let mut steps = Vec::new();
+        // The raw write loop, the yardstick, runs on a server the warm-up has warmed.
+        for r in warm_up() {
+            self.standalone_run(r, &mut steps);
+        }
+        steps.push(Step::RawWrite);
+        for r in counted() {
+            self.standalone_run(r, &mut steps);
+        }
         if self.runs("scale") {
-            steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(p)));
+            // One counted run: a process's memory and a queue's drain do not need repeats.
+            for r in warm_up().chain([Run::Repeat(0)]) {
+                steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(r, p)));
+            }
         }
         if self.runs("fencing") {
             steps.push(Step::FencingStart);
-            for r in 0..self.repeats {
+            for &r in &runs {
                 for resource in Resource::ALL {
                     steps.extend(fencing::WORKERS.map(|w| Step::Fencing(r, resource, w)));
                 }
             }
         }
         if self.runs("network") {
-            steps.extend([Step::NetworkStart, Step::NetworkRawWrite]);
-            for r in 0..self.repeats {
+            steps.push(Step::NetworkStart);
+            let network_run = |r: Run, steps: &mut Vec<Step>| {
                 steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkUncontended(r, p)));
                 for n in NETWORK_NS {
                     steps.extend(
                         LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkContended(r, n, p)),
                     );
                 }
+            };
+            for r in warm_up() {
+                network_run(r, &mut steps);
+            }
+            steps.push(Step::NetworkRawWrite);
+            for r in counted() {
+                network_run(r, &mut steps);
             }
         }
         if !self.runs("ensemble") {
             return steps;
         }
         steps.push(Step::EnsembleStart);
-        let contends = |p: &&Peer| **p != Peer::ZkRecipesDrop;
-        steps.extend(
-            ENSEMBLE_PEERS
-                .iter()
-                .filter(|p| warm && has(p))
-                .filter(contends)
-                .map(|&p| Step::EnsembleWarmup(p)),
-        );
-        steps.push(Step::EnsembleRawWrite);
-        for r in 0..self.repeats {
+        let ensemble_run = |r: Run, steps: &mut Vec<Step>| {
             for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
                 steps.push(Step::EnsembleUncontended(r, p));
-                if contends(&&p) {
+                if p != Peer::ZkRecipesDrop {
                     steps.push(Step::EnsembleContended(r, p));
                 }
             }
+        };
+        for r in warm_up() {
+            ensemble_run(r, &mut steps);
+        }
+        steps.push(Step::EnsembleRawWrite);
+        for r in counted() {
+            ensemble_run(r, &mut steps);
         }
         steps
     }
@@ -193,34 +286,35 @@ impl Plan {
             Peer::Kazoo => 0.6 + sessions as f64 * 0.01,
             _ => 0.1 + sessions as f64 * 0.005,
         };
-        let warm = self.secs.min(1.0);
+        let secs = step.run().map_or(self.secs, |r| self.secs_of(r));
         match step {
-            Step::Warmup(p) | Step::EnsembleWarmup(p) => warm + setup(p, 8),
             Step::RawWrite | Step::NetworkRawWrite | Step::EnsembleRawWrite => self.secs.min(3.0),
             Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) | Step::NetworkUncontended(_, p) => {
-                self.secs + setup(p, 1)
+                secs + setup(p, 1)
             }
-            Step::Contended(_, n, p) | Step::NetworkContended(_, n, p) => self.secs + setup(p, n),
-            Step::EnsembleContended(_, p) => self.secs + setup(p, self.ensemble_n),
-            Step::ManyLocks(_, p) => self.secs + setup(p, 1),
-            Step::PerOrder(_, p) => self.secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
-            Step::Recipe(_, recipe, p) => self.secs + setup(p, self.contenders(recipe)),
-            Step::Failover(_, _, p) => {
-                (self.failover_kills + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
+            Step::Contended(_, n, p) | Step::NetworkContended(_, n, p) => secs + setup(p, n),
+            Step::EnsembleContended(_, p) => secs + setup(p, self.ensemble_n),
+            Step::ManyLocks(_, p) => secs + setup(p, 1),
+            Step::PerOrder(_, p) => secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
+            Step::Recipe(_, recipe, p) => secs + setup(p, self.contenders(recipe)),
+            Step::Failover(r, _, p) => {
+                (self.kills_of(r) + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
             }
-            Step::Scale(p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
+            Step::Scale(_, p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
             Step::NetworkStart => 0.1,
             Step::FencingStart => 3.0,
-            Step::Fencing(_, _, workers) => 2.0 * self.secs + 0.2 + workers as f64 * 0.05,
+            Step::Fencing(_, _, workers) => 2.0 * secs + 0.2 + workers as f64 * 0.05,
             Step::EnsembleStart => 8.0,
         }
     }
 }
 
 pub fn describe(step: Step, plan: &Plan) -> String {
-    let rep = |r: usize| format!("repeat {}/{}", r + 1, plan.repeats);
+    let rep = |r: Run| match r {
+        Run::WarmUp => "warm-up".to_string(),
+        Run::Repeat(r) => format!("repeat {}/{}", r + 1, plan.repeats),
+    };
     match step {
-        Step::Warmup(p) => format!("warm-up · {}", p.name()),
         Step::RawWrite => "raw create → delete loop".into(),
         Step::Uncontended(r, p) => format!("uncontended · {} · {}", p.name(), rep(r)),
         Step::Contended(r, n, p) => format!("contended N={n} · {} · {}", p.name(), rep(r)),
@@ -228,7 +322,7 @@ pub fn describe(step: Step, plan: &Plan) -> String {
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
         Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
         Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
-        Step::Scale(p) => format!("scale {} waiters · {}", plan.scale_waiters, p.name()),
+        Step::Scale(r, p) => format!("scale {} waiters · {} · {}", plan.scale_waiters, p.name(), rep(r)),
         Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
         Step::FencingStart => "fencing: starting PostgreSQL and Redis".into(),
         Step::Fencing(r, resource, w) => {
@@ -246,10 +340,101 @@ pub fn describe(step: Step, plan: &Plan) -> String {
             format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
         }
         Step::EnsembleStart => "starting a 3-node ensemble".into(),
-        Step::EnsembleWarmup(p) => format!("ensemble warm-up · {}", p.name()),
         Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
         Step::EnsembleContended(r, p) => {
             format!("ensemble contended N={} · {} · {}", plan.ensemble_n, p.name(), rep(r))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pin::{PinMode, Pinning};
+
+    fn plan(quick: bool) -> Plan {
+        Plan {
+            quick,
+            secs: 2.0,
+            repeats: 3,
+            ns: vec![2, 8],
+            many_locks: 10,
+            many_tasks: 4,
+            order_tasks: 2,
+            sem_leases: 2,
+            sem_contenders: 4,
+            rw_reads: [90, 10],
+            rw_contenders: 4,
+            leader_candidates: 3,
+            failover_kills: 5,
+            ensemble_n: 4,
+            scale_waiters: 16,
+            peers: vec![Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Naive],
+            skipped: Vec::new(),
+            skip_missing: false,
+            only: crate::cli::SCENARIOS.iter().map(|s| s.to_string()).collect(),
+            pinning: Pinning::choose(PinMode::Off, vec![0, 1]),
+        }
+    }
+
+    /// A step with its run taken out: what it measures.
+    fn shape(step: Step) -> String {
+        let neutral = Run::Repeat(0);
+        let without = match step {
+            Step::Uncontended(_, p) => Step::Uncontended(neutral, p),
+            Step::Contended(_, n, p) => Step::Contended(neutral, n, p),
+            Step::ManyLocks(_, p) => Step::ManyLocks(neutral, p),
+            Step::PerOrder(_, p) => Step::PerOrder(neutral, p),
+            Step::Recipe(_, r, p) => Step::Recipe(neutral, r, p),
+            Step::Failover(_, r, p) => Step::Failover(neutral, r, p),
+            Step::Scale(_, p) => Step::Scale(neutral, p),
+            Step::Fencing(_, r, w) => Step::Fencing(neutral, r, w),
+            Step::NetworkUncontended(_, p) => Step::NetworkUncontended(neutral, p),
+            Step::NetworkContended(_, n, p) => Step::NetworkContended(neutral, n, p),
+            Step::EnsembleUncontended(_, p) => Step::EnsembleUncontended(neutral, p),
+            Step::EnsembleContended(_, p) => Step::EnsembleContended(neutral, p),
+            other => other,
+        };
+        format!("{without:?}")
+    }
+
+    #[test]
+    fn every_measured_run_is_warmed_up_once_before_it_counts() {
+        let plan = plan(false);
+        let steps = plan.steps();
+        let mut warmed = std::collections::HashSet::new();
+        let mut counted = std::collections::HashSet::new();
+        for step in &steps {
+            match step.run() {
+                Some(Run::WarmUp) => {
+                    assert!(warmed.insert(shape(*step)), "warmed up twice: {step:?}");
+                    assert!(!counted.contains(&shape(*step)), "warmed up after it counted: {step:?}");
+                }
+                Some(Run::Repeat(_)) => {
+                    assert!(warmed.contains(&shape(*step)), "counted without a warm-up: {step:?}");
+                    counted.insert(shape(*step));
+                }
+                None => {}
+            }
+        }
+        assert_eq!(warmed, counted, "a warm-up of something never counted");
+        // The yardsticks run on warmed servers: after the warm-ups of their server.
+        let at = |s: &str| steps.iter().position(|x| format!("{x:?}") == s).unwrap();
+        let first_counted = steps.iter().position(|s| s.run().is_some_and(|r| r != Run::WarmUp)).unwrap();
+        assert!(at("RawWrite") < first_counted);
+        assert!(steps[..at("RawWrite")].iter().all(|s| s.run() == Some(Run::WarmUp)));
+        assert!(steps[at("EnsembleStart")..at("EnsembleRawWrite")]
+            .iter()
+            .skip(1)
+            .all(|s| s.run() == Some(Run::WarmUp)));
+        assert_eq!(plan.secs_of(Run::WarmUp), 1.0);
+        assert_eq!(plan.kills_of(Run::WarmUp), 1);
+        assert_eq!(plan.secs_of(Run::Repeat(2)), 2.0);
+    }
+
+    #[test]
+    fn a_smoke_test_has_no_warm_up() {
+        let plan = plan(true);
+        assert!(plan.steps().iter().all(|s| s.run() != Some(Run::WarmUp)));
     }
 }

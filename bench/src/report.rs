@@ -23,6 +23,11 @@ pub struct Row {
     pub p50_us: f64,
     pub p99_us: f64,
     pub packets_per_op: f64,
+    /// The requests' bytes per operation, as the servers counted them (`mntr`).
+    pub bytes_in_per_op: f64,
+    /// The replies' bytes per operation, as the servers counted them (`mntr`: watch events not
+    /// included).
+    pub bytes_out_per_op: f64,
     pub overlaps: usize,
     /// Scenario-specific extra: RSS bytes per waiter (`scale`), lock paths (`many-locks`), most
     /// holders at once (`semaphore`).
@@ -51,6 +56,8 @@ impl Row {
             p50_us: f64::NAN,
             p99_us: f64::NAN,
             packets_per_op: f64::NAN,
+            bytes_in_per_op: f64::NAN,
+            bytes_out_per_op: f64::NAN,
             overlaps: 0,
             extra: f64::NAN,
             cpu_us_per_op: f64::NAN,
@@ -59,6 +66,11 @@ impl Row {
             left_after_reaper: f64::NAN,
             reaper_secs: f64::NAN,
         }
+    }
+
+    /// Bytes per operation both ways (requests and replies, `mntr`).
+    pub fn bytes_per_op(&self) -> f64 {
+        self.bytes_in_per_op + self.bytes_out_per_op
     }
 }
 
@@ -73,12 +85,13 @@ fn csv_num(x: f64, decimals: usize) -> String {
 pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
     let mut out = String::from(
         "scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
-         cpu_us_per_op,server_cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs\n",
+         cpu_us_per_op,server_cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs,\
+         bytes_in_per_op,bytes_out_per_op\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scenario,
             r.peer.short(),
             r.n,
@@ -94,6 +107,8 @@ pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
             csv_num(r.left_at_end, 0),
             csv_num(r.left_after_reaper, 0),
             csv_num(r.reaper_secs, 2),
+            csv_num(r.bytes_in_per_op, 1),
+            csv_num(r.bytes_out_per_op, 1),
         );
     }
     std::fs::write(path, out)
@@ -171,6 +186,37 @@ pub fn cell(spread: Option<Spread>, decimals: usize) -> String {
                 format!("{median} ({min}–{max})")
             }
         }
+    }
+}
+
+/// The legend of [`headline_cell`]'s mark.
+pub const UNSTEADY_LEGEND: &str = "† the spread over the repeats, (max − min) ÷ median, is above 10 %: \
+     the figure did not repeat; read it, and ratios made with it, with care.";
+
+/// A cell of a row's headline figure (operations per second, or a handover): the median, and
+/// with more than one repeat the min–max and the spread, (max − min) ÷ median, marked "†" when
+/// it is above [`crate::stats::UNSTEADY`].
+pub fn headline_cell(spread: Option<Spread>, decimals: usize) -> String {
+    let Some(s) = spread else { return cell(None, decimals) };
+    match s.relative() {
+        None => cell(spread, decimals),
+        Some(rel) => format!(
+            "{} ({}–{}; {:.0} %){}",
+            num(s.median, decimals),
+            num(s.min, decimals),
+            num(s.max, decimals),
+            rel * 100.0,
+            mark(s.unsteady())
+        ),
+    }
+}
+
+/// " †" when `unsteady`.
+pub fn mark(unsteady: bool) -> &'static str {
+    if unsteady {
+        " †"
+    } else {
+        ""
     }
 }
 
@@ -336,5 +382,13 @@ mod tests {
         assert_eq!(cell(Spread::of([5.0]), 1), "5.0");
         assert_eq!(cell(None, 0), "–");
         assert_eq!(cell(Spread::of([9.01, 8.99]), 1), "9.0");
+    }
+
+    #[test]
+    fn headline_cells_show_the_spread_and_mark_it_above_ten_percent() {
+        assert_eq!(headline_cell(Spread::of([2900.0, 3010.0, 2801.0]), 0), "2,900 (2,801–3,010; 7 %)");
+        assert_eq!(headline_cell(Spread::of([1000.0, 1200.0, 1100.0]), 0), "1,100 (1,000–1,200; 18 %) †");
+        assert_eq!(headline_cell(Spread::of([5.0]), 0), "5");
+        assert_eq!(headline_cell(None, 0), "–");
     }
 }

@@ -79,6 +79,9 @@ pub fn writer_conflicts(holds: &[Hold], writes: &[Hold]) -> usize {
     conflicts
 }
 
+/// The spread, (max − min) ÷ median, above which a figure did not repeat (the report marks it).
+pub const UNSTEADY: f64 = 0.10;
+
 /// The median and the range of a metric over repeats.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Spread {
@@ -92,6 +95,17 @@ impl Spread {
     /// The same spread with every value multiplied by `k` (a change of unit).
     pub fn scaled(self, k: f64) -> Spread {
         Spread { median: self.median * k, min: self.min * k, max: self.max * k, count: self.count }
+    }
+
+    /// (max − min) ÷ |median|: how far the repeats fell apart; `None` for a single value or a
+    /// median of 0.
+    pub fn relative(self) -> Option<f64> {
+        (self.count > 1 && self.median != 0.0).then(|| (self.max - self.min) / self.median.abs())
+    }
+
+    /// Whether the repeats spread more than [`UNSTEADY`].
+    pub fn unsteady(self) -> bool {
+        self.relative().is_some_and(|r| r > UNSTEADY)
     }
 
     /// `None` for no values; NaN values (metric not measured) are left out.
@@ -155,5 +169,17 @@ mod tests {
         assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
         assert_eq!(Spread::of([4.0, 1.0]).unwrap().median, 2.5);
         assert!(Spread::of([f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn relative_spread_marks_figures_that_did_not_repeat() {
+        let steady = Spread::of([100.0, 105.0, 96.0]).unwrap();
+        assert_eq!(steady.relative(), Some(0.09));
+        assert!(!steady.unsteady());
+        let swinging = Spread::of([100.0, 112.0, 99.0]).unwrap();
+        assert!(swinging.unsteady());
+        assert_eq!(Spread::of([100.0]).unwrap().relative(), None);
+        assert!(!Spread::of([100.0]).unwrap().unsteady());
+        assert_eq!(Spread::of([0.0, 0.0]).unwrap().relative(), None);
     }
 }

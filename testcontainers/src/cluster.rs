@@ -154,6 +154,9 @@ impl ZkCluster {
         if config.disk_stall || config.log_disk_mb.is_some() {
             return Err(HarnessError::Unsupported("disk_stall and log_disk_mb", "docker"));
         }
+        if config.cpus.is_some() {
+            return Err(HarnessError::Unsupported("cpus", "docker"));
+        }
         let node = crate::docker::start(&config).await?;
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -307,6 +310,7 @@ impl ZkCluster {
             self.config.heap_mb,
             &self.config.jvm_properties,
             &self.grey.env(node),
+            self.config.cpus.as_deref(),
         )?;
         tracing::debug!(node = i, pid = child.id(), port = node.client_port, "started ZooKeeper");
         self.nodes[i].child = Some(child);

@@ -20,6 +20,8 @@
 //!   and client certificates made by `openssl` ([`TlsFiles`]); one-way or mutual.
 //! * Faked clocks ([`FakeClock`], Debian's libfaketime): [`ZkCluster::restart_with_env`] runs one
 //!   server with its clock fast or slow; the same environment fakes any child process's clock.
+//! * CPU pinning ([`ClusterConfig::cpus`]): every server process, each of its threads, on the
+//!   CPUs asked for (benchmarks keep the servers off the clients' cores).
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
 //! * The user's own resources, for fencing tests: [`PostgresServer`] (a throwaway PostgreSQL
 //!   cluster made by `initdb`, trust auth, user `postgres`; run as the `postgres` user when we are

@@ -1,5 +1,6 @@
 //! The local backend: ZooKeeper's server jar run as a plain `java` process.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
@@ -57,7 +58,7 @@ impl LocalInstall {
     }
 
     /// Starts one server with the given configuration file, system properties and extra
-    /// environment, logging to `log`.
+    /// environment, logging to `log`, pinned to `cpus` when given (see [`pin`]).
     pub(crate) fn spawn(
         &self,
         cfg: &Path,
@@ -65,6 +66,7 @@ impl LocalInstall {
         heap_mb: u32,
         properties: &[(String, String)],
         env: &[(String, String)],
+        cpus: Option<&[usize]>,
     ) -> Result<Child, HarnessError> {
         let level = std::env::var("ZK_TEST_LOG_LEVEL").unwrap_or_else(|_| "info".into());
         let mut cmd = Command::new("java");
@@ -79,6 +81,9 @@ impl LocalInstall {
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(cfg)
             .envs(env.iter().map(|(k, v)| (k, v)));
+        if let Some(cpus) = cpus {
+            pin(&mut cmd, cpus)?;
+        }
         spawner::log_to(&mut cmd, log)?;
         spawner::spawn(cmd).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -88,6 +93,38 @@ impl LocalInstall {
             }
         })
     }
+}
+
+/// Has `cmd`'s process pin itself to `cpus` before it runs anything: `sched_setaffinity` between
+/// fork and exec, so every thread it starts inherits the set ([`crate::ClusterConfig::cpus`]).
+fn pin(cmd: &mut Command, cpus: &[usize]) -> Result<(), HarnessError> {
+    let invalid = |why: String| HarnessError::Io {
+        context: "pinning the servers to CPUs (ClusterConfig::cpus)".into(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidInput, why),
+    };
+    if cpus.is_empty() {
+        return Err(invalid("no CPU given".into()));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(invalid(format!("CPU {cpu} is beyond the {} a set can hold", libc::CPU_SETSIZE)));
+        }
+        // SAFETY: `cpu` is below CPU_SETSIZE, checked above, so the bit is inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: sched_setaffinity is a plain system call, async-signal-safe; the closure owns its
+    // copy of the set and allocates nothing between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 fn has_jar(dir: &Path) -> bool {

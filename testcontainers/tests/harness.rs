@@ -32,6 +32,15 @@ async fn standalone_serves_counts_and_dies_with_its_handle() {
         .expect("create");
     let after = cluster.mntr(0).await.expect("mntr");
     assert!(after.packets_received() > before.packets_received(), "{before:?} -> {after:?}");
+    // The byte counters move with a request: the create's bytes in (besides the 4 of `mntr`), and
+    // its reply's bytes out, which the server adds after sending the reply: wait for them.
+    assert!(after.bytes_received() > before.bytes_received() + 4, "{before:?} -> {after:?}");
+    within("the reply's bytes in mntr", async {
+        while cluster.mntr(0).await.expect("mntr").response_bytes() <= before.response_bytes() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
     assert_eq!(after.znode_count(), before.znode_count() + 1);
 
     let pid = cluster.pid(0).expect("pid");
@@ -274,4 +283,59 @@ async fn jvm_properties_set_the_container_reaper_interval() {
         }
     })
     .await;
+}
+
+/// `Cpus_allowed_list` of a `/proc/<pid>/status` or `/proc/<pid>/task/<tid>/status`, e.g. "0-1,3".
+fn cpus_allowed_list(status_path: &str) -> String {
+    let status = std::fs::read_to_string(status_path).unwrap_or_else(|e| panic!("{status_path}: {e}"));
+    let line = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"));
+    line.unwrap_or_else(|| panic!("no Cpus_allowed_list in {status_path}")).trim().to_string()
+}
+
+/// The CPUs of a list such as "0-1,3".
+fn parse_cpu_list(list: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(a.parse::<usize>().expect("cpu")..=b.parse::<usize>().expect("cpu"));
+    }
+    cpus
+}
+
+/// Every thread of `pid` may run only on `want` (its `Cpus_allowed_list`).
+fn assert_pinned(pid: u32, want: &str) {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads");
+    let mut threads = 0;
+    for task in tasks.flatten() {
+        let path = task.path().join("status").display().to_string();
+        assert_eq!(cpus_allowed_list(&path), want, "{path}");
+        threads += 1;
+    }
+    // A JVM runs many threads (GC, JIT, the server's own): all of them inherited the set.
+    assert!(threads > 1, "server {pid} shows {threads} thread");
+}
+
+/// `cpus` pins the server, every thread of its JVM, to the CPUs asked for, after a restart too,
+/// as read back from /proc. The test process may run on more CPUs than the one asked for on any
+/// machine with two or more, so a pinning that did nothing would show the wider set and fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cpus_pin_every_server_thread() {
+    let ours = parse_cpu_list(&cpus_allowed_list("/proc/self/status"));
+    let cpu = *ours.last().expect("this process runs on some CPU");
+    if ours.len() < 2 {
+        eprintln!("only CPU {cpu} here: this run cannot tell a pinned server from an unpinned one");
+    }
+    let config =
+        zk_testcluster::ClusterConfig { cpus: Some(vec![cpu]), ..zk_testcluster::ClusterConfig::default() };
+    let mut cluster = ZkCluster::start(config).await.expect("a pinned standalone server");
+    assert_eq!(cluster.mode(0).await, Some(Mode::Standalone));
+    assert_pinned(cluster.pid(0).expect("pid"), &cpu.to_string());
+    cluster.restart(0).await.expect("restart");
+    assert_pinned(cluster.pid(0).expect("pid after the restart"), &cpu.to_string());
+    // The test process itself was left alone.
+    assert_eq!(parse_cpu_list(&cpus_allowed_list("/proc/self/status")), ours);
+
+    let none =
+        zk_testcluster::ClusterConfig { cpus: Some(Vec::new()), ..zk_testcluster::ClusterConfig::default() };
+    assert!(ZkCluster::start(none).await.is_err(), "an empty CPU set started a server");
 }

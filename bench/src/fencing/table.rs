@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::{Resource, Variant, SLICES, WORKERS};
-use crate::report::{cell, num};
+use crate::report::{cell, mark, num};
 use crate::stats::Spread;
 
 /// One measured run: `workers` workers writing, fenced or not, for `secs`.
@@ -137,7 +137,8 @@ pub fn summary(samples: &[Sample], missing: &[(Resource, String)], secs: f64, re
          (a check of the lock node and the `set_data` in one multi) against a plain `set_data`; \
          PostgreSQL and Redis: \
          examples/fencing's `write_set` (the fence checked in the same statement / Lua script) \
-         against `write_set_unfenced`. Ratios are fenced ÷ unfenced per repeat (median, min–max). \
+         against `write_set_unfenced`. Ratios are fenced ÷ unfenced per repeat (median, min–max, and \
+         the spread, (max − min) ÷ median, † above 10 %). \
          Per write, as the server counted (unfenced / fenced): ZooKeeper requests (`mntr` packets \
          received, which are round trips), PostgreSQL statements (`pg_stat_statements` calls) and \
          round trips (segments with data received by the server's sockets, from the kernel: \
@@ -182,14 +183,16 @@ pub fn summary(samples: &[Sample], missing: &[(Resource, String)], secs: f64, re
     s
 }
 
-/// A ratio's median, and its range when the repeats differ: "1.12× (1.05–1.20×)".
+/// A ratio's median, and its range and spread when the repeats differ, "†" when the spread is
+/// above 10 %: "1.12× (1.05–1.20×; 13 %) †".
 fn ratio_cell(sp: Option<Spread>) -> String {
     let Some(s) = sp else { return "–".into() };
     let (median, min, max) = (num(s.median, 2), num(s.min, 2), num(s.max, 2));
-    if s.count == 1 || min == max {
-        format!("{median}×")
-    } else {
-        format!("{median}× ({min}–{max}×)")
+    match s.relative() {
+        Some(rel) if min != max => {
+            format!("{median}× ({min}–{max}×; {:.0} %){}", rel * 100.0, mark(s.unsteady()))
+        }
+        _ => format!("{median}×"),
     }
 }
 

@@ -47,6 +47,14 @@ pub struct ClusterConfig {
     /// of its own, so that [`ZkCluster::fill_log_disk`] can fill it. Mounting needs
     /// `CAP_SYS_ADMIN` (root). Local backend only.
     pub log_disk_mb: Option<u32>,
+    /// Pin every server process to these CPUs (indices as `taskset -c` takes them, each below
+    /// 1024): `sched_setaffinity` in the child between fork and exec, so every thread the JVM
+    /// starts inherits the set, on the first start and on every restart. `None` (the default)
+    /// leaves the servers wherever the scheduler puts them. For benchmarks that keep the
+    /// servers off the clients' cores (`zk-bench --pin`). An empty set, or CPUs this machine
+    /// does not have, fail the start. Local backend only: the Docker backend returns
+    /// [`HarnessError::Unsupported`] when asked for it.
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
@@ -83,6 +91,7 @@ impl Default for ClusterConfig {
             partitionable: false,
             disk_stall: false,
             log_disk_mb: None,
+            cpus: None,
         }
     }
 }
