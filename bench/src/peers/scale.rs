@@ -71,21 +71,24 @@ pub async fn scale(
     let spawn = |i: usize| -> Result<Driver, String> {
         let n = (waiters / procs + usize::from(i < waiters % procs)).to_string();
         let hold = if i == 0 { "1" } else { "0" };
-        let mut d = match peer {
+        match peer {
             Peer::Curator | Peer::Kazoo => {
-                driver(peer, &["queue", &connect, path, &n, SESSION_MS, &total, hold])?
+                driver(peer, &["queue", &connect, path, &n, SESSION_MS, &total, hold])
             }
             _ => {
                 let mut cmd = std::process::Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
                 cmd.args(["scale-child", peer.short(), &connect, path, &n, &total, hold]);
-                Driver::spawn(peer.short(), cmd)?
+                Driver::spawn(peer.short(), cmd)
             }
-        };
-        // The holder first: the others queue behind it, under the path it created.
-        tokio::task::block_in_place(|| d.expect("BASE"))?;
-        Ok(d)
+        }
     };
-    let mut ds = (0..procs).map(spawn).collect::<Result<Vec<_>, _>>()?;
+    let based = |d: &mut Driver| tokio::task::block_in_place(|| d.expect("BASE")).map(drop);
+    // The holder first (the others queue behind it, under the path it creates), then the others
+    // all at once.
+    let mut ds = vec![spawn(0)?];
+    based(&mut ds[0])?;
+    ds.extend((1..procs).map(spawn).collect::<Result<Vec<_>, _>>()?);
+    ds.iter_mut().skip(1).try_for_each(based)?;
     let rss = |ds: &[Driver]| ds.iter().map(|d| rss_bytes(d.pid())).sum::<u64>();
     let base = rss(&ds);
     ds.iter_mut().for_each(|d| d.say("spawn"));
