@@ -100,7 +100,9 @@ pub fn spread(s: &mut String, groups: &Groups, plan: &Plan) {
         let bytes: Vec<String> = plan
             .spread_ns
             .iter()
-            .filter_map(|&n| Some(format!("N={n}: {:.0}", groups.median(SC, n, p, |r| r.bytes_per_op())?)))
+            .filter_map(|&n| {
+                Some(format!("N={n}: {}", num(groups.median(SC, n, p, |r| r.bytes_per_op())?, 0)))
+            })
             .collect();
         if bytes.len() > 1 {
             let _ = writeln!(
