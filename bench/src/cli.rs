@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use crate::pin::PinMode;
 
 /// The scenarios `--only` can pick.
-pub const SCENARIOS: [&str; 12] = [
+pub const SCENARIOS: [&str; 13] = [
     "uncontended",
     "contended",
     "many-locks",
@@ -18,6 +18,7 @@ pub const SCENARIOS: [&str; 12] = [
     "leader",
     "failover",
     "scale",
+    "scale-spread",
     "fencing",
     "network",
     "ensemble",
@@ -64,7 +65,8 @@ pub struct Args {
     pub no_install: bool,
     /// Only these scenarios (comma-separated): uncontended, contended, many-locks, per-order,
     /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
-    /// failover (handovers after a kill of the leader's process), scale, fencing (a fenced write
+    /// failover (handovers after a kill of the leader's process), scale (waiters in one process),
+    /// scale-spread (thousands of waiters over 8 processes), fencing (a fenced write
     /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble. The raw
     /// write round trip is always measured.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
@@ -80,7 +82,7 @@ pub struct Args {
 pub enum ChildCommand {
     /// (internal) One side of the scale scenario, in its own process.
     #[command(hide = true)]
-    ScaleChild { peer: String, connect: String, path: String, waiters: usize },
+    ScaleChild { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
     /// (internal) A candidate of the failover scenario, in its own process.
     #[command(hide = true)]
     ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },

@@ -34,10 +34,21 @@ impl Driver {
 
     /// The next line starting with `prefix`, other lines skipped.
     pub fn expect(&mut self, prefix: &str) -> Result<String, String> {
+        Ok(self.lines_until(prefix)?.pop().unwrap_or_default())
+    }
+
+    /// Every line up to and including the next one starting with `prefix` (the last).
+    pub fn lines_until(&mut self, prefix: &str) -> Result<Vec<String>, String> {
+        let mut lines = Vec::new();
         loop {
             match self.lines.recv_timeout(Duration::from_secs(180)) {
-                Ok(line) if line.starts_with(prefix) => return Ok(line),
-                Ok(_) => {}
+                Ok(line) => {
+                    let last = line.starts_with(prefix);
+                    lines.push(line);
+                    if last {
+                        return Ok(lines);
+                    }
+                }
                 Err(_) => return Err(format!("{}: no {prefix:?} line (exited or hung)", self.name)),
             }
         }

@@ -295,13 +295,9 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     ..Row::new(scenario, peer, 2, r, 1e9 / p50.max(1) as f64)
                 });
             }
-            Step::Scale(_, peer) => {
-                let s = peers::scale(zk()?, peer, plan.scale_waiters, &path("scale")).await?;
-                rows.push(Row {
-                    p50_us: s.drain_secs * 1e6,
-                    extra: s.rss_per_waiter,
-                    ..Row::new("scale", peer, plan.scale_waiters, r, plan.scale_waiters as f64 / s.drain_secs)
-                });
+            Step::Scale(_, n, procs, peer) => {
+                let s = peers::scale(zk()?, peer, n, procs, &path(peers::scale_scenario(procs))).await?;
+                rows.push(s.row(peer, n, procs, r));
             }
             Step::FencingStart => {
                 fencing_servers = Some(fencing::Servers::start(plan.skip_missing).await?);
@@ -504,8 +500,9 @@ fn runtime() -> tokio::runtime::Runtime {
 /// The internal child commands (their process inherits the clients' CPUs from ours).
 fn run_child(child: &ChildCommand) {
     let (what, outcome) = match child {
-        ChildCommand::ScaleChild { peer, connect, path, waiters } => {
-            ("scale-child", runtime().block_on(peers::scale_child(peer, connect, path, *waiters)))
+        ChildCommand::ScaleChild { peer, connect, path, waiters, total, hold } => {
+            let child = peers::scale_child(peer, connect, path, *waiters, *total, *hold == 1);
+            ("scale-child", runtime().block_on(child))
         }
         ChildCommand::ElectChild { recipe, connect, path, id, session_ms } => {
             ("elect-child", runtime().block_on(peers::elect_child(recipe, connect, path, id, *session_ms)))
@@ -558,6 +555,8 @@ fn main() {
         failover_kills: if quick { 2 } else { 5 },
         ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
+        spread_ns: if quick { vec![16] } else { vec![1024, 4096] },
+        spread_procs: if quick { 2 } else { 8 },
         peers,
         skipped,
         skip_missing: args.skip_missing,

@@ -4,7 +4,7 @@
 //!
 //! Here: the peers, the recipes, where they connect and the sessions and driver processes they
 //! run in. Each kind of run has a module of its own: `contend` (N contenders on one recipe),
-//! `cycles` (many locks, per-order locks), `failover`, `scale`; `server_work` reads what the
+//! `cycles` (many locks, per-order locks), `failover`, `scale` (one process or spread); `server_work` reads what the
 //! servers did during a run.
 
 use std::time::Duration;
@@ -32,7 +32,7 @@ mod server_work;
 pub use contend::{contend, contend_on, Contended};
 pub use cycles::{cycle_locks, subtree_size, Cycles, FRESH};
 pub use failover::{elect_child, failover, FAILOVER_SESSION};
-pub use scale::{scale, scale_child};
+pub use scale::{scale, scale_child, scale_scenario};
 pub use server_work::ServerWork;
 
 /// Session timeout for every contender.

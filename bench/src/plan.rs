@@ -38,6 +38,9 @@ pub struct Plan {
     pub failover_kills: usize,
     pub ensemble_n: usize,
     pub scale_waiters: usize,
+    /// The `scale-spread` queues' waiters, and the processes (one session each) they spread over.
+    pub spread_ns: Vec<usize>,
+    pub spread_procs: usize,
     pub peers: Vec<Peer>,
     pub skipped: Skipped,
     /// `--skip-missing`: a resource server of the fencing scenario that cannot start is left
@@ -82,7 +85,8 @@ pub enum Step {
     Recipe(Run, Recipe, Peer),
     /// Leader failover after kills of the leader's process: (run, recipe, peer).
     Failover(Run, Recipe, Peer),
-    Scale(Run, Peer),
+    /// A queue drained: (run, waiters, processes they spread over, peer).
+    Scale(Run, usize, usize, Peer),
     /// Start the fencing scenario's PostgreSQL and Redis servers.
     FencingStart,
     /// Fenced and unfenced writes at a resource: (run, resource, workers).
@@ -107,7 +111,7 @@ impl Step {
             | Step::PerOrder(r, _)
             | Step::Recipe(r, _, _)
             | Step::Failover(r, _, _)
-            | Step::Scale(r, _)
+            | Step::Scale(r, _, _, _)
             | Step::Fencing(r, _, _)
             | Step::NetworkUncontended(r, _)
             | Step::NetworkContended(r, _, _)
@@ -228,7 +232,16 @@ impl Plan {
         if self.runs("scale") {
             // One counted run: a process's memory and a queue's drain do not need repeats.
             for r in warm_up().chain([Run::Repeat(0)]) {
-                steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(r, p)));
+                let n = self.scale_waiters;
+                steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(r, n, 1, p)));
+            }
+        }
+        if self.runs("scale-spread") {
+            for r in warm_up().chain([Run::Repeat(0)]) {
+                for &n in &self.spread_ns {
+                    let procs = self.spread_procs;
+                    steps.extend(LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Scale(r, n, procs, p)));
+                }
             }
         }
         if self.runs("fencing") {
@@ -300,7 +313,7 @@ impl Plan {
             Step::Failover(r, _, p) => {
                 (self.kills_of(r) + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
             }
-            Step::Scale(_, p) => 1.0 + self.scale_waiters as f64 * 0.002 + setup(p, 1),
+            Step::Scale(_, n, procs, p) => 1.0 + n as f64 * 0.002 + procs as f64 * setup(p, 1),
             Step::NetworkStart => 0.1,
             Step::FencingStart => 3.0,
             Step::Fencing(_, _, workers) => 2.0 * secs + 0.2 + workers as f64 * 0.05,
@@ -322,7 +335,10 @@ pub fn describe(step: Step, plan: &Plan) -> String {
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
         Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
         Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
-        Step::Scale(r, p) => format!("scale {} waiters · {} · {}", plan.scale_waiters, p.name(), rep(r)),
+        Step::Scale(r, n, 1, p) => format!("scale {n} waiters · {} · {}", p.name(), rep(r)),
+        Step::Scale(r, n, procs, p) => {
+            format!("scale {n} waiters over {procs} processes · {} · {}", p.name(), rep(r))
+        }
         Step::NetworkStart => "starting a proxy: a 1 ms round trip".into(),
         Step::FencingStart => "fencing: starting PostgreSQL and Redis".into(),
         Step::Fencing(r, resource, w) => {
@@ -369,6 +385,8 @@ mod tests {
             failover_kills: 5,
             ensemble_n: 4,
             scale_waiters: 16,
+            spread_ns: vec![16, 32],
+            spread_procs: 2,
             peers: vec![Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Naive],
             skipped: Vec::new(),
             skip_missing: false,
@@ -387,7 +405,7 @@ mod tests {
             Step::PerOrder(_, p) => Step::PerOrder(neutral, p),
             Step::Recipe(_, r, p) => Step::Recipe(neutral, r, p),
             Step::Failover(_, r, p) => Step::Failover(neutral, r, p),
-            Step::Scale(_, p) => Step::Scale(neutral, p),
+            Step::Scale(_, n, k, p) => Step::Scale(neutral, n, k, p),
             Step::Fencing(_, r, w) => Step::Fencing(neutral, r, w),
             Step::NetworkUncontended(_, p) => Step::NetworkUncontended(neutral, p),
             Step::NetworkContended(_, n, p) => Step::NetworkContended(neutral, n, p),

@@ -14,6 +14,7 @@ use crate::Plan;
 mod environment;
 mod plots;
 mod recipes;
+mod scale;
 mod tables;
 mod targets;
 
@@ -21,7 +22,7 @@ use environment::{machine, today};
 pub use plots::plots;
 use recipes::{failovers, recipes};
 use tables::{columns, lines, table, unsteady};
-use targets::{network_targets, recipe_targets, targets};
+use targets::{network_targets, recipe_targets, targets, verdict};
 
 pub struct Context<'a> {
     pub plan: &'a Plan,
@@ -243,19 +244,8 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     recipes(&mut s, groups, plan);
     failovers(&mut s, groups, plan);
 
-    let _ = writeln!(s, "\n### Scale: {} waiters on one lock, one process (one run)\n", plan.scale_waiters);
-    let _ = writeln!(s, "| peer | resident bytes per waiter | drain time s |");
-    let _ = writeln!(s, "|---|---|---|");
-    for p in groups.peers_of("scale") {
-        let n = plan.scale_waiters;
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.2} |",
-            p.name(),
-            cell(groups.spread("scale", n, p, |r| r.extra), 0),
-            groups.median("scale", n, p, |r| r.p50_us).unwrap_or(f64::NAN) / 1e6
-        );
-    }
+    scale::scale(&mut s, groups, plan);
+    scale::spread(&mut s, groups, plan);
 
     targets(&mut s, groups, plan, raw_rt_us);
     network_targets(&mut s, groups, cx.network_raw_p50_ns as f64 / 2000.0);

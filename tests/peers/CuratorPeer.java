@@ -21,9 +21,11 @@
 //       returns); a hold is a term for the last two; their critical sections sleep.
 //   java CuratorPeer many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS
 //       THREADS threads share one session, cycling acquire/release over LOCKS paths; prints COUNT <n>.
-//   java CuratorPeer queue CONNECT PATH N SESSION_MS
+//   java CuratorPeer queue CONNECT PATH N SESSION_MS [TOTAL HOLD]
 //       one session holds the lock, prints BASE, and on "spawn" queues N threads behind it; prints
-//       QUEUED, then on "go" releases and prints DRAINED_NS <ns> once all N have acquired and released.
+//       QUEUED once PATH has TOTAL children (default N + 1), then on "go" releases and, once all N
+//       have acquired and released, prints HOLD <acquired> <releasing> (nanoTime) per waiter and
+//       DRAINED_NS <ns>. HOLD 0 takes no holder: one of several processes queueing behind another's.
 //
 // In `lock` mode each round takes InterProcessMutex, creates OCCUPANCY exclusively (it exits 3
 // if another process is inside), appends "enter ID SEQ" to EVENTS, increments the COUNTER node
@@ -430,17 +432,23 @@ public class CuratorPeer {
                 CuratorFramework client = connect(args[1], Integer.parseInt(args[4]));
                 String path = args[2];
                 int n = Integer.parseInt(args[3]);
+                int total = args.length > 5 ? Integer.parseInt(args[5]) : n + 1;
+                boolean holds = args.length <= 6 || args[6].equals("1");
                 InterProcessMutex holder = new InterProcessMutex(client, path);
-                holder.acquire();
+                if (holds) { holder.acquire(); }
                 System.out.println("BASE");
                 System.out.flush();
                 waitForStdin("spawn");
                 java.util.concurrent.CountDownLatch drained = new java.util.concurrent.CountDownLatch(n);
+                long[][] held = new long[n][2];
                 for (int i = 0; i < n; i++) {
                     InterProcessMutex m = new InterProcessMutex(client, path);
+                    final int k = i;
                     Thread t = new Thread(() -> {
                         try {
                             m.acquire();
+                            held[k][0] = System.nanoTime();
+                            held[k][1] = System.nanoTime();
                             m.release();
                             drained.countDown();
                         } catch (Exception e) {
@@ -451,14 +459,18 @@ public class CuratorPeer {
                     t.setDaemon(true);
                     t.start();
                 }
-                while (client.getChildren().forPath(path).size() < n + 1) { Thread.sleep(20); }
+                while (client.getChildren().forPath(path).size() < total) { Thread.sleep(20); }
                 System.out.println("QUEUED");
                 System.out.flush();
                 waitForStdin("go");
                 long t0 = System.nanoTime();
-                holder.release();
+                if (holds) { holder.release(); }
                 drained.await();
-                System.out.println("DRAINED_NS " + (System.nanoTime() - t0));
+                long t1 = System.nanoTime();
+                StringBuilder out = new StringBuilder();
+                for (long[] h : held) { out.append("HOLD ").append(h[0]).append(' ').append(h[1]).append('\n'); }
+                System.out.print(out);
+                System.out.println("DRAINED_NS " + (t1 - t0));
                 System.out.flush();
                 waitForStdin("exit");
                 client.close();

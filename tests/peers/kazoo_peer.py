@@ -12,7 +12,7 @@
         (k + i) % 10 < READ_PERCENT / 10; lines end " r" or " w"), election (Election.run, a
         term per run, its function returning); their critical sections sleep.
     kazoo_peer.py elect CONNECT PATH ID SESSION_MS   (as CuratorPeer's elect mode, with Election)
-    kazoo_peer.py queue CONNECT PATH N SESSION_MS   (as CuratorPeer's queue mode)
+    kazoo_peer.py queue CONNECT PATH N SESSION_MS [TOTAL HOLD]   (as CuratorPeer's queue mode)
     kazoo_peer.py many CONNECT PREFIX LOCKS THREADS SECONDS SESSION_MS   (as CuratorPeer's many mode)
     kazoo_peer.py order CONNECT PATH SESSION_MS     (prints NODE <data> per contender in kazoo's order, then END)
 
@@ -192,30 +192,39 @@ def main():
     elif mode == "queue":
         hosts, path, n, session = sys.argv[2:6]
         n = int(n)
+        total = int(sys.argv[6]) if len(sys.argv) > 6 else n + 1
+        holds = len(sys.argv) <= 7 or sys.argv[7] == "1"
         client = connect(hosts, int(session))
         holder = client.Lock(path, "holder")
-        holder.acquire()
+        if holds:
+            holder.acquire()
         print("BASE", flush=True)
         wait_for_stdin("spawn")
         done = threading.Semaphore(0)
+        held = [(0, 0)] * n
 
         def waiter(i):
             lock = client.Lock(path, "w%d" % i)
             lock.acquire()
+            t = time.monotonic_ns()
+            held[i] = (t, time.monotonic_ns())
             lock.release()
             done.release()
 
         for i in range(n):
             threading.Thread(target=waiter, args=(i,), daemon=True).start()
-        while len(client.get_children(path)) < n + 1:
+        while len(client.get_children(path)) < total:
             time.sleep(0.02)
         print("QUEUED", flush=True)
         wait_for_stdin("go")
         t0 = time.monotonic_ns()
-        holder.release()
+        if holds:
+            holder.release()
         for _ in range(n):
             done.acquire()
-        print("DRAINED_NS %d" % (time.monotonic_ns() - t0), flush=True)
+        t1 = time.monotonic_ns()
+        sys.stdout.write("".join("HOLD %d %d\n" % h for h in held))
+        print("DRAINED_NS %d" % (t1 - t0), flush=True)
         wait_for_stdin("exit")
         client.stop()
     elif mode == "many":

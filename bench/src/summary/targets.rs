@@ -6,7 +6,7 @@ use crate::peers::{Peer, Recipe};
 use crate::report::{num, Groups, Row};
 use crate::Plan;
 
-fn verdict(ok: bool) -> &'static str {
+pub fn verdict(ok: bool) -> &'static str {
     if ok {
         "met"
     } else {
