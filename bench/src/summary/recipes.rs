@@ -13,6 +13,21 @@ fn violations(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
     rows.map_or("–".into(), |(_, rows)| rows.iter().map(|r| r.overlaps).sum::<usize>().to_string())
 }
 
+/// A recipe row's cells after the peer's name (and the mix): operations per second with its
+/// spread, packets, bytes and client CPU per operation, the most holders at once, violations.
+fn recipe_cells(groups: &Groups, scenario: &str, n: usize, p: Peer) -> String {
+    let m = |f: fn(&Row) -> f64| groups.spread(scenario, n, p, f);
+    format!(
+        "{} | {} | {} | {} | {} | {}",
+        headline_cell(m(|r| r.rate), 0),
+        cell(m(|r| r.packets_per_op), 1),
+        cell(m(Row::bytes_per_op), 0),
+        cell(m(|r| r.cpu_us_per_op), 0),
+        cell(m(|r| r.extra), 0),
+        violations(groups, scenario, n, p)
+    )
+}
+
 /// The peers of the other recipes' tables: those that ran one, or lack one.
 fn recipe_peers(groups: &Groups, plan: &Plan) -> Vec<Peer> {
     let mut peers: Vec<Peer> = plan
@@ -56,18 +71,7 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|");
         for p in groups.peers_of(sem.scenario()) {
-            let m = |f: fn(&Row) -> f64| groups.spread(sem.scenario(), n, p, f);
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
-                p.name(),
-                headline_cell(m(|r| r.rate), 0),
-                cell(m(|r| r.packets_per_op), 1),
-                cell(m(Row::bytes_per_op), 0),
-                cell(m(|r| r.cpu_us_per_op), 0),
-                cell(m(|r| r.extra), 0),
-                violations(groups, sem.scenario(), n, p)
-            );
+            let _ = writeln!(s, "| {} | {} |", p.name(), recipe_cells(groups, sem.scenario(), n, p));
         }
         na(s, sem, "", 6);
     }
@@ -89,17 +93,11 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         for &mix in &mixes {
             let Recipe::ReadWrite(pct) = mix else { continue };
             for p in groups.peers_of(mix.scenario()) {
-                let m = |f: fn(&Row) -> f64| groups.spread(mix.scenario(), n, p, f);
                 let _ = writeln!(
                     s,
-                    "| {} | {pct} % | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {pct} % | {} |",
                     p.name(),
-                    headline_cell(m(|r| r.rate), 0),
-                    cell(m(|r| r.packets_per_op), 1),
-                    cell(m(Row::bytes_per_op), 0),
-                    cell(m(|r| r.cpu_us_per_op), 0),
-                    cell(m(|r| r.extra), 0),
-                    violations(groups, mix.scenario(), n, p)
+                    recipe_cells(groups, mix.scenario(), n, p)
                 );
             }
         }
