@@ -311,7 +311,7 @@ impl Plan {
             Step::PerOrder(_, p) => secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
             Step::Recipe(_, recipe, p) => secs + setup(p, self.contenders(recipe)),
             Step::Failover(r, _, p) => {
-                (self.kills_of(r) + 1) as f64 * (setup(p, 1) + peers::FAILOVER_SESSION.as_secs_f64())
+                (self.kills_of(r) + 1) as f64 * (setup(p, 1) + 1.5 * peers::FAILOVER_SESSION.as_secs_f64())
             }
             Step::Scale(_, n, procs, p) => 1.0 + n as f64 * 0.002 + procs as f64 * setup(p, 1),
             Step::NetworkStart => 0.1,

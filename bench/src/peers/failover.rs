@@ -45,14 +45,32 @@ async fn participants(probe: &Client, path: &str, n: usize) -> Result<(), String
     Ok(())
 }
 
+/// A delay uniform in [0, [`FAILOVER_SESSION`]) before a kill (splitmix64 over `state`).
+///
+/// Without it the kill fell at the same phase of the server's expiry grid every time: the server
+/// expires sessions only at multiples of its tick (200 ms), our session's beat and the client
+/// crate's idle ping both repeat every fifth of the timeout (one tick at 1 s), and each follower
+/// starts a fixed few ms after the previous expiry, so the killed leader had always just been
+/// heard and its expiry was rounded up by almost a whole tick. A kill at a random moment, as a
+/// crash comes, measures every peer at every phase.
+fn kill_phase(state: &mut u64) -> Duration {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    FAILOVER_SESSION.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
+}
+
 fn leader_at(line: &str) -> Result<u64, String> {
     line.trim_start_matches("LEADER ").trim().parse().map_err(|_| format!("bad line {line}"))
 }
 
 /// Leader failover after a kill: two candidates, each in its own process with a
-/// [`FAILOVER_SESSION`] session; the leader's process is killed (SIGKILL), and the handover is
-/// the time from the kill to the follower's task starting. A new follower joins before the next
-/// kill. Returns the handovers, ns.
+/// [`FAILOVER_SESSION`] session; once both are in, after a random delay ([`kill_phase`]), the
+/// leader's process is killed (SIGKILL), and the handover is the time from the kill to the
+/// follower's task starting. A new follower joins before the next kill. Returns the handovers,
+/// ns.
 pub async fn failover(
     zk: &ZkCluster,
     peer: Peer,
@@ -68,9 +86,11 @@ pub async fn failover(
     let mut leader = candidate(peer, recipe, &connect, path, 0)?;
     tokio::task::block_in_place(|| leader.expect("LEADER"))?;
     let mut handovers = Vec::with_capacity(kills);
+    let mut phase = now_ns() | 1;
     for k in 0..kills {
         let follower = candidate(peer, recipe, &connect, path, k + 1)?;
         participants(&probe, path, 2).await?;
+        tokio::time::sleep(kill_phase(&mut phase)).await;
         let killed = now_ns();
         // SAFETY: kill has no memory preconditions; the pid is our child's, not yet reaped.
         unsafe {
@@ -133,4 +153,22 @@ pub async fn elect_child(
     .await
     .map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_phases_cover_the_session_timeout_and_stay_below_it() {
+        let mut state = 12_345;
+        let draws: Vec<Duration> = (0..1_000).map(|_| kill_phase(&mut state)).collect();
+        assert!(draws.iter().all(|d| *d < FAILOVER_SESSION));
+        let tenth = FAILOVER_SESSION / 10;
+        assert!(draws.iter().any(|d| *d < tenth), "no draw in the first tenth");
+        assert!(draws.iter().any(|d| *d > FAILOVER_SESSION - tenth), "no draw in the last tenth");
+        let fifths = (0..5)
+            .map(|k| draws.iter().filter(|d| d.as_nanos() * 5 / FAILOVER_SESSION.as_nanos() == k).count());
+        assert!(fifths.into_iter().all(|c| (150..=250).contains(&c)), "not uniform over the timeout");
+    }
 }
