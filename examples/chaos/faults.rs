@@ -120,6 +120,8 @@ pub struct Run {
     pub faults: Vec<FaultRec>,
     /// Each phase's fault schedule, to replay it (`replay.rs`).
     pub plans: Vec<crate::replay::PhasePlan>,
+    /// The liveness watchdog's looks at the servers (`watchdog.rs`).
+    pub stalls: Vec<crate::watchdog::Stall>,
 }
 
 /// What a fault acts on: the ensemble, the workers' proxies and processes (and how to start

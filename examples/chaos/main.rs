@@ -7,12 +7,17 @@
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
 //!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
 //!     [--faults Kind,Kind,..] [--every-kind] [--replay HISTORY] [--recheck HISTORY]
+//!     [--keep-full-disk-data]
 //! ```
 //! `--every-kind` keeps the last phase going past its length until every fault kind (of
 //! `--faults`, or all) was injected at least once in the run: CI's short round meets them all.
 //! `--replay HISTORY` runs the phases, seeds and fault schedule a `--history` file recorded
 //! again; `--recheck HISTORY` checks its recorded wire logs again, starting nothing
-//! (`replay.rs`).
+//! (`replay.rs`). `--keep-full-disk-data`: a server that ran out of transaction-log disk is not
+//! restarted with an empty data directory afterwards (the runbook, `faults_grey.rs`), to watch
+//! ZooKeeper's bug ZOOKEEPER-4882 happen.
+//! Every phase has a liveness watchdog (`watchdog.rs`): 15 s without a new hold, and it records
+//! what every server has.
 //! `--faults` limits the schedule to those kinds (as `faults.rs` names them: `ClockSlowWorker`..).
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
 //! `semaphore`, `semmutex`, `multi`, `latch`, `selector`, `lockset`, and the options' `delay`,
@@ -57,16 +62,17 @@ mod lockset_run;
 mod options_check;
 mod options_json;
 mod options_witness;
+mod processes;
 mod replay;
 mod report;
 mod resource;
 mod timeline;
+mod watchdog;
 mod workers;
 mod workers_options;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,6 +83,7 @@ use zk_testcluster::{FaultProxy, ZkCluster};
 
 use checker::Pause;
 use faults::{inject, Fault, FaultRec, Run, Schedule, Stage};
+use processes::{worker_binary, worker_main, Spawner, WorkerProcess};
 use report::{history_json, PhaseReport};
 use resource::{Epoch, History};
 use workers::Broken;
@@ -116,113 +123,6 @@ impl Rng {
 
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
-    }
-}
-
-// ------------------------------------------------------------------ worker processes
-
-fn worker_main(args: &[String]) -> Result<(), Error> {
-    let get = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-            .ok_or(format!("missing {name}"))
-    };
-    let (addr, mode, seed) = (get("--resource")?, get("--mode")?, get("--seed")?.parse::<u64>()?);
-    let broken = Broken::parse(&get("--broken")?).ok_or("bad --broken")?;
-    let ids: Vec<String> = get("--ids")?.split(',').map(str::to_string).collect();
-    let connects: Vec<String> = get("--connects")?.split(';').map(str::to_string).collect();
-    let lockset = get("--pg").ok().zip(get("--redis").ok());
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    rt.block_on(async {
-        // A clock-faulted process (`faults_clock.rs`) reports its clock before anything else.
-        if let Ok(label) = get("--clock") {
-            faults_clock::start_samples(&addr, label).await?;
-        }
-        let (stop_tx, stop) = tokio::sync::watch::channel(false);
-        let mut tasks = Vec::new();
-        for (i, (id, connect)) in ids.into_iter().zip(connects).enumerate() {
-            let seed = seed ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            let (mode, addr, stop, lockset) = (mode.clone(), addr.clone(), stop.clone(), lockset.clone());
-            let worker = workers::Worker { id, index: i, connect, mode, addr, stop, seed, broken, lockset };
-            tasks.push(tokio::spawn(workers::run(worker)));
-        }
-        // "stop" on stdin ends the run.
-        tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            let _ = std::io::stdin().read_line(&mut line);
-        })
-        .await?;
-        stop_tx.send_replace(true);
-        for t in tasks {
-            if let Ok(Ok(Err(e))) = tokio::time::timeout(SESSION * 10, t).await {
-                eprintln!("chaos worker: {e}");
-            }
-        }
-        Ok::<(), Error>(())
-    })
-}
-
-struct WorkerProcess {
-    child: Child,
-    ids: Vec<String>,
-}
-
-/// A private copy of this program for the worker processes, so that respawns keep working even
-/// if the build replaces the binary during a long run.
-fn worker_binary() -> Result<std::path::PathBuf, Error> {
-    static COPY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
-    if let Some(path) = COPY.get() {
-        return Ok(path.clone());
-    }
-    let copy = std::env::temp_dir().join(format!("zk-chaos-worker-{}", std::process::id()));
-    std::fs::copy(std::env::current_exe()?, &copy)?;
-    Ok(COPY.get_or_init(|| copy).clone())
-}
-
-struct Spawner<'a> {
-    /// Each worker's connect string, through its own proxy.
-    connects: Vec<String>,
-    addr: String,
-    mode: &'a str,
-    broken: Broken,
-    /// More arguments for the worker processes (the lockset phase's resources).
-    extra: Vec<String>,
-}
-
-impl Spawner<'_> {
-    fn spawn(&self, p: usize, seed: u64) -> Result<WorkerProcess, Error> {
-        self.spawn_with(p, seed, &[], None)
-    }
-
-    /// As `spawn`, with `env` added to the process's environment, and `clock` labelling a faked
-    /// clock (`faults_clock.rs`: the process then reports its clock).
-    fn spawn_with(
-        &self,
-        p: usize,
-        seed: u64,
-        env: &[(String, String)],
-        clock: Option<&str>,
-    ) -> Result<WorkerProcess, Error> {
-        let ids: Vec<String> = (0..WORKERS_PER_PROCESS).map(|i| format!("p{p}w{i}")).collect();
-        let connects = &self.connects[p * WORKERS_PER_PROCESS..(p + 1) * WORKERS_PER_PROCESS];
-        let child = Command::new(worker_binary()?)
-            .args(["--worker", "--resource", &self.addr, "--mode", self.mode, "--seed", &seed.to_string()])
-            .args([
-                "--broken",
-                self.broken.name(),
-                "--ids",
-                &ids.join(","),
-                "--connects",
-                &connects.join(";"),
-            ])
-            .args(&self.extra)
-            .args(clock.map(|c| ["--clock", c]).into_iter().flatten())
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .spawn()?;
-        Ok(WorkerProcess { child, ids })
     }
 }
 
@@ -282,6 +182,8 @@ async fn phase(
         injected.clone(),
         epoch,
     ));
+    let addrs = (0..zk.len()).map(|i| zk.client_addr(i)).collect::<Result<Vec<_>, _>>()?;
+    let watchdog = tokio::spawn(watchdog::run(mode.to_string(), addrs, state.clone(), run.clone(), epoch));
     let mut n_faults = 0;
     let last_phase = n.0 == n.1;
     while !source.drawn() || Instant::now() < deadline || schedule.owes_a_kind(last_phase) {
@@ -341,6 +243,10 @@ async fn phase(
         faults: planned,
     });
     progress.abort();
+    watchdog.abort();
+    if run.lock().unwrap_or_else(|e| e.into_inner()).stalls.iter().any(|s| s.phase == mode) {
+        zk.keep_logs();
+    }
     server.abort();
     if let Some(w) = witness {
         w.abort();
@@ -581,6 +487,7 @@ fn main() {
         run.faults.len(),
         kinds.join(", ")
     );
+    println!("{}", watchdog::summary(&run.stalls));
     if let Some(path) = arg("--history") {
         match std::fs::write(&path, history_json(seed, secs, &reports, &run, (epoch, broken))) {
             Ok(()) => println!("history: {path}"),

@@ -263,11 +263,22 @@ pub fn history_json(
 ) -> String {
     let fence = broken != crate::workers::Broken::NoFence;
     let mut out = format!(
-        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"epoch_ns\":{},\"broken\":{},\"fence\":{fence},\"schedule\":{},\"phases\":[",
+        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"epoch_ns\":{},\"broken\":{},\"fence\":{fence},\"schedule\":{},\"stalls\":[{}],\"phases\":[",
         SESSION.as_millis(),
         epoch.0,
         json_str(broken.name()),
-        crate::replay::schedule_json(&run.plans)
+        crate::replay::schedule_json(&run.plans),
+        run.stalls
+            .iter()
+            .map(|s| format!(
+                "{{\"phase\":{},\"at\":{},\"since\":{},\"lines\":[{}]}}",
+                json_str(&s.phase),
+                secs(s.at),
+                secs(s.since),
+                s.lines.iter().map(|l| json_str(l)).collect::<Vec<_>>().join(",")
+            ))
+            .collect::<Vec<_>>()
+            .join(",")
     );
     for (i, (mode, r)) in phases.iter().enumerate() {
         let h = &r.history;

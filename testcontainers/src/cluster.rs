@@ -71,6 +71,9 @@ pub struct ZkCluster {
     links: Vec<Link>,
     /// The disk-stall shim and the log disks (see the `grey` module).
     grey: grey::Grey,
+    /// Keep the directory (the servers' logs) on drop whatever `ZK_TEST_KEEP_LOGS` says
+    /// ([`ZkCluster::keep_logs`]).
+    keep_logs: bool,
     #[cfg(feature = "docker")]
     docker: Option<crate::docker::DockerNode>,
 }
@@ -179,6 +182,7 @@ impl ZkCluster {
             tls: None,
             links: Vec::new(),
             grey: grey::Grey::default(),
+            keep_logs: false,
             docker: Some(node),
         };
         cluster.wait_ready(0).await?;
@@ -217,6 +221,7 @@ impl ZkCluster {
             nodes,
             tls,
             links,
+            keep_logs: false,
             grey,
             #[cfg(feature = "docker")]
             docker: None,
@@ -565,6 +570,13 @@ impl ZkCluster {
         fourlw::ask(addr, word).await.map_err(HarnessError::io(format!("{word} on node {i}")))
     }
 
+    /// Keeps the cluster's directory, with every server's log, when the cluster is dropped
+    /// (its path is printed on stderr then), as `ZK_TEST_KEEP_LOGS=always` would: for a run
+    /// that found something worth reading the servers' side of.
+    pub fn keep_logs(&mut self) {
+        self.keep_logs = true;
+    }
+
     /// Node `i`'s `mntr` counters.
     ///
     /// # Errors
@@ -586,11 +598,12 @@ impl Drop for ZkCluster {
         }
         // The log disks go before the directory they are mounted in.
         self.grey.unmount();
-        let keep = match std::env::var("ZK_TEST_KEEP_LOGS").as_deref() {
-            Ok("always") => true,
-            Ok("") | Ok("0") | Err(_) => false,
-            Ok(_) => std::thread::panicking(),
-        };
+        let keep = self.keep_logs
+            || match std::env::var("ZK_TEST_KEEP_LOGS").as_deref() {
+                Ok("always") => true,
+                Ok("") | Ok("0") | Err(_) => false,
+                Ok(_) => std::thread::panicking(),
+            };
         if let Some(dir) = self.dir.take() {
             if keep {
                 let path = dir.keep();

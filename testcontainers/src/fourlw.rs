@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::HarnessError;
+
 /// Sends a four-letter word and returns the whole answer. The server closes the connection after
 /// answering, so this reads to EOF. A short timeout keeps a frozen server from hanging the caller.
 pub(crate) async fn ask(addr: SocketAddr, word: &str) -> std::io::Result<String> {
@@ -20,6 +22,16 @@ pub(crate) async fn ask(addr: SocketAddr, word: &str) -> std::io::Result<String>
     tokio::time::timeout(Duration::from_secs(2), io)
         .await
         .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "4lw timed out")))
+}
+
+/// Sends four-letter word `word` (`srvr`, `dump`, `cons`, ...) to the server at `addr` and
+/// returns its answer: [`crate::ZkCluster::four_letter`] for a task that does not hold the
+/// cluster (its addresses are [`crate::ZkCluster::client_addr`]). Gives up after 2 s.
+///
+/// # Errors
+/// [`HarnessError::Io`] when the server does not answer.
+pub async fn four_letter_at(addr: SocketAddr, word: &str) -> Result<String, HarnessError> {
+    ask(addr, word).await.map_err(HarnessError::io(format!("{word} on {addr}")))
 }
 
 /// The server's role, from the `Mode:` line of `srvr`.

@@ -53,7 +53,7 @@ pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
 pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
 pub use error::HarnessError;
 pub use faketime::FakeClock;
-pub use fourlw::Mode;
+pub use fourlw::{four_letter_at, Mode};
 pub use postgres::{PostgresConfig, PostgresServer};
 pub use proxy::FaultProxy;
 pub use redis::{RedisConfig, RedisServer};

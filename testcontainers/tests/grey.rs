@@ -284,3 +284,49 @@ async fn a_delayed_follower_lags_behind_the_leader_and_a_pinned_proxy_reaches_it
     }
     proxy.unpin();
 }
+
+/// The operator's recovery after a full log disk (ZOOKEEPER-4882): the server restarted with no
+/// data rejoins and takes the leader's state. A marker file beside its transaction logs shows
+/// the data really went (a plain restart keeps it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_with_empty_data_rejoins_with_the_leaders_state() {
+    let mut cluster =
+        ZkCluster::start(ClusterConfig { nodes: 3, ..ClusterConfig::default() }.log_disk_mb(Some(16)))
+            .await
+            .expect("ensemble");
+    let leader = cluster.wait_for_leader().await.expect("leader");
+    let follower = a_follower(&cluster).await;
+    let writer = direct(&cluster, leader).await;
+    for n in 0..20 {
+        create(&writer, &format!("/before-{n}")).await.expect("a write before the restart");
+    }
+    // The follower's transaction logs are on its log disk: `<node>/datalog/version-2`.
+    let log = std::path::Path::new(&cluster.server_log(follower).expect("log"))
+        .with_file_name("datalog")
+        .join("version-2");
+    let logs = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect())
+            .unwrap_or_default()
+    };
+    assert!(logs(&log).iter().any(|f| f.starts_with("log.")), "no transaction log in {}", log.display());
+    let marker = log.join("marker");
+    std::fs::write(&marker, b"written before the restart").expect("marker");
+
+    within("the restart with empty data", cluster.restart_with_empty_data(follower)).await.expect("restart");
+    assert!(!marker.exists(), "the follower's transaction logs were not deleted");
+    // It serves again, with everything written before: it took the leader's state.
+    let agreed = || async {
+        zxid(&cluster, follower).await.is_some()
+            && zxid(&cluster, follower).await == zxid(&cluster, leader).await
+    };
+    await_true("the follower to catch up", agreed).await;
+    let on_follower = direct(&cluster, follower).await;
+    for n in 0..20 {
+        assert!(
+            on_follower.check_stat(&format!("/before-{n}")).await.expect("stat").is_some(),
+            "/before-{n} missing on the follower restarted with empty data"
+        );
+    }
+    create(&writer, "/after").await.expect("a write after the restart");
+}

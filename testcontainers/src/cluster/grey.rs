@@ -253,6 +253,39 @@ impl ZkCluster {
         }
     }
 
+    /// Restarts server `i` with no data: stopped, its snapshots and transaction logs deleted
+    /// (`version-2` in its data directory and, with [`ClusterConfig::log_disk_mb`], in its log
+    /// disk; its `myid` stays), started again. It rejoins with nothing and takes the leader's
+    /// state. This is what an operator does after a server ran out of transaction-log disk,
+    /// until ZooKeeper has the fix of ZOOKEEPER-4882: such a server can lose, at its next
+    /// restart, transactions it had acknowledged. Safe only while the other servers are a
+    /// quorum that holds every committed transaction (one server at a time, the others up).
+    /// Local backend only.
+    ///
+    /// # Errors
+    /// As [`ZkCluster::restart`]; [`HarnessError::Io`] when the data cannot be deleted.
+    pub async fn restart_with_empty_data(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.stop(i).await?;
+        let node = self.node(i)?;
+        let mut dirs = vec![node.dir.join("data").join("version-2")];
+        if self.config.log_disk_mb.is_some() {
+            dirs.push(log_dir(node).join("version-2"));
+        }
+        for dir in dirs {
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(HarnessError::Io {
+                        context: format!("deleting {}", dir.display()),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
+        tracing::debug!(server = i, "restarting with empty data");
+        self.restart(i).await
+    }
+
     /// Server `i`'s log file (its stdout and stderr), to look for what a fault did to it.
     ///
     /// # Errors
