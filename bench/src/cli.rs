@@ -74,6 +74,12 @@ pub struct Args {
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
     pub peers: Vec<String>,
+    /// The failover scenario's session timeouts, in seconds (comma-separated) [default: 1].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=60))]
+    pub failover_sessions: Vec<u64>,
+    /// Kills of the leader's process per failover run [default: 5; --quick: 2].
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub failover_kills: Option<u32>,
     #[command(subcommand)]
     pub child: Option<ChildCommand>,
 }

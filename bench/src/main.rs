@@ -26,6 +26,7 @@ mod setup;
 mod stats;
 mod summary;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Parser;
 use cli::{Args, ChildCommand, SCENARIOS};
@@ -283,17 +284,11 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                     peers::contend_on(&t, peer, recipe, n, secs, &path(recipe.scenario()), &scratch).await?;
                 rows.push(recipe_row(recipe, peer, n, r, c));
             }
-            Step::Failover(run, recipe, peer) => {
+            Step::Failover(run, recipe, peer, session) => {
                 let kills = plan.kills_of(run);
                 let scenario = failover_scenario(recipe);
-                let mut h = peers::failover(zk()?, peer, recipe, kills, &path(scenario)).await?;
-                let p50 = stats::percentile(&mut h, 50.0);
-                rows.push(Row {
-                    p50_us: us(p50),
-                    p99_us: us(stats::percentile(&mut h, 99.0)),
-                    extra: peers::FAILOVER_SESSION.as_millis() as f64,
-                    ..Row::new(scenario, peer, 2, r, 1e9 / p50.max(1) as f64)
-                });
+                let split = peers::failover(zk()?, peer, recipe, kills, session, &path(scenario)).await?;
+                rows.push(peers::failover_row(scenario, peer, session, r, split));
             }
             Step::Scale(_, n, procs, peer) => {
                 let s = peers::scale(zk()?, peer, n, procs, &path(peers::scale_scenario(procs))).await?;
@@ -552,7 +547,12 @@ fn main() {
         rw_reads: [90, 10],
         rw_contenders: 8,
         leader_candidates: 4,
-        failover_kills: if quick { 2 } else { 5 },
+        failover_kills: args.failover_kills.map_or(if quick { 2 } else { 5 }, |k| k as usize),
+        failover_sessions: if args.failover_sessions.is_empty() {
+            vec![peers::FAILOVER_SESSION]
+        } else {
+            args.failover_sessions.iter().map(|s| Duration::from_secs(*s)).collect()
+        },
         ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
         spread_ns: if quick { vec![16] } else { vec![1024, 4096] },

@@ -31,7 +31,7 @@ mod server_work;
 
 pub use contend::{contend, contend_on, Contended};
 pub use cycles::{cycle_locks, subtree_size, Cycles, FRESH};
-pub use failover::{elect_child, failover, FAILOVER_SESSION};
+pub use failover::{elect_child, failover, failover_row, FAILOVER_SESSION};
 pub use scale::{scale, scale_child, scale_scenario};
 pub use server_work::ServerWork;
 

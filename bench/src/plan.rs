@@ -1,8 +1,10 @@
 //! The run's plan: what the options ask for, and the steps that make it up, in order, each with
 //! its expected cost (for the progress line) and its description.
 
+use std::time::Duration;
+
 use crate::fencing::{self, Resource};
-use crate::peers::{self, Peer, Recipe};
+use crate::peers::{Peer, Recipe};
 use crate::pin::Pinning;
 use crate::{failover_scenario, Skipped, NETWORK_NS};
 
@@ -36,6 +38,8 @@ pub struct Plan {
     pub leader_candidates: usize,
     /// Kills of the leader's process per failover run.
     pub failover_kills: usize,
+    /// The failover scenario's session timeouts (a run of it for each).
+    pub failover_sessions: Vec<Duration>,
     pub ensemble_n: usize,
     pub scale_waiters: usize,
     /// The `scale-spread` queues' waiters, and the processes (one session each) they spread over.
@@ -83,8 +87,9 @@ pub enum Step {
     PerOrder(Run, Peer),
     /// A run of a recipe other than the mutex: (run, recipe, peer).
     Recipe(Run, Recipe, Peer),
-    /// Leader failover after kills of the leader's process: (run, recipe, peer).
-    Failover(Run, Recipe, Peer),
+    /// Leader failover after kills of the leader's process: (run, recipe, peer, session
+    /// timeout).
+    Failover(Run, Recipe, Peer, Duration),
     /// A queue drained: (run, waiters, processes they spread over, peer).
     Scale(Run, usize, usize, Peer),
     /// Start the fencing scenario's PostgreSQL and Redis servers.
@@ -110,7 +115,7 @@ impl Step {
             | Step::ManyLocks(r, _)
             | Step::PerOrder(r, _)
             | Step::Recipe(r, _, _)
-            | Step::Failover(r, _, _)
+            | Step::Failover(r, _, _, _)
             | Step::Scale(r, _, _, _)
             | Step::Fencing(r, _, _)
             | Step::NetworkUncontended(r, _)
@@ -208,9 +213,11 @@ impl Plan {
             }
         }
         if self.runs("failover") {
-            for recipe in self.recipes("leader") {
-                let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                steps.extend(peers.map(|&p| Step::Failover(r, recipe, p)));
+            for &session in &self.failover_sessions {
+                for recipe in self.recipes("leader") {
+                    let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
+                    steps.extend(peers.map(|&p| Step::Failover(r, recipe, p, session)));
+                }
             }
         }
     }
@@ -310,8 +317,8 @@ impl Plan {
             Step::ManyLocks(_, p) => secs + setup(p, 1),
             Step::PerOrder(_, p) => secs + setup(p, 1) + if p == Peer::Kazoo { 3.5 } else { 1.0 },
             Step::Recipe(_, recipe, p) => secs + setup(p, self.contenders(recipe)),
-            Step::Failover(r, _, p) => {
-                (self.kills_of(r) + 1) as f64 * (setup(p, 1) + 1.5 * peers::FAILOVER_SESSION.as_secs_f64())
+            Step::Failover(r, _, p, t) => {
+                (self.kills_of(r) + 1) as f64 * (setup(p, 1) + 1.5 * t.as_secs_f64())
             }
             Step::Scale(_, n, procs, p) => 1.0 + n as f64 * 0.002 + procs as f64 * setup(p, 1),
             Step::NetworkStart => 0.1,
@@ -334,7 +341,9 @@ pub fn describe(step: Step, plan: &Plan) -> String {
         Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
         Step::PerOrder(r, p) => format!("per-order locks · {} · {}", p.name(), rep(r)),
         Step::Recipe(r, recipe, p) => format!("{} · {} · {}", recipe.scenario(), p.name(), rep(r)),
-        Step::Failover(r, recipe, p) => format!("{} · {} · {}", failover_scenario(recipe), p.name(), rep(r)),
+        Step::Failover(r, recipe, p, t) => {
+            format!("{} · {} s sessions · {} · {}", failover_scenario(recipe), t.as_secs(), p.name(), rep(r))
+        }
         Step::Scale(r, n, 1, p) => format!("scale {n} waiters · {} · {}", p.name(), rep(r)),
         Step::Scale(r, n, procs, p) => {
             format!("scale {n} waiters over {procs} processes · {} · {}", p.name(), rep(r))
@@ -383,6 +392,7 @@ mod tests {
             rw_contenders: 4,
             leader_candidates: 3,
             failover_kills: 5,
+            failover_sessions: vec![crate::peers::FAILOVER_SESSION],
             ensemble_n: 4,
             scale_waiters: 16,
             spread_ns: vec![16, 32],
@@ -404,7 +414,7 @@ mod tests {
             Step::ManyLocks(_, p) => Step::ManyLocks(neutral, p),
             Step::PerOrder(_, p) => Step::PerOrder(neutral, p),
             Step::Recipe(_, r, p) => Step::Recipe(neutral, r, p),
-            Step::Failover(_, r, p) => Step::Failover(neutral, r, p),
+            Step::Failover(_, r, p, t) => Step::Failover(neutral, r, p, t),
             Step::Scale(_, n, k, p) => Step::Scale(neutral, n, k, p),
             Step::Fencing(_, r, w) => Step::Fencing(neutral, r, w),
             Step::NetworkUncontended(_, p) => Step::NetworkUncontended(neutral, p),

@@ -16,6 +16,7 @@ use crate::stats::Spread;
 pub struct Row {
     pub scenario: &'static str,
     pub peer: Peer,
+    /// Contenders or waiters; the failover rows' session timeout, ms.
     pub n: usize,
     pub repeat: usize,
     /// Operations per second (handoffs, cycles, releases).
@@ -42,6 +43,12 @@ pub struct Row {
     pub left_after_reaper: f64,
     /// `per-order`: seconds from the run's end until the count stopped changing.
     pub reaper_secs: f64,
+    /// Failover, medians over the kills (`peers::failover`'s `Split`): from the last reply the
+    /// server sent the killed leader to the kill; what the server's tick added to its expiry;
+    /// from the expiry to the new leader's task. ms.
+    pub quiet_ms: f64,
+    pub rounding_ms: f64,
+    pub after_expiry_ms: f64,
 }
 
 impl Row {
@@ -65,6 +72,9 @@ impl Row {
             left_at_end: f64::NAN,
             left_after_reaper: f64::NAN,
             reaper_secs: f64::NAN,
+            quiet_ms: f64::NAN,
+            rounding_ms: f64::NAN,
+            after_expiry_ms: f64::NAN,
         }
     }
 
@@ -86,12 +96,12 @@ pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
     let mut out = String::from(
         "scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
          cpu_us_per_op,server_cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs,\
-         bytes_in_per_op,bytes_out_per_op\n",
+         bytes_in_per_op,bytes_out_per_op,quiet_ms,rounding_ms,after_expiry_ms\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scenario,
             r.peer.short(),
             r.n,
@@ -109,6 +119,9 @@ pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
             csv_num(r.reaper_secs, 2),
             csv_num(r.bytes_in_per_op, 1),
             csv_num(r.bytes_out_per_op, 1),
+            csv_num(r.quiet_ms, 1),
+            csv_num(r.rounding_ms, 1),
+            csv_num(r.after_expiry_ms, 1),
         );
     }
     std::fs::write(path, out)

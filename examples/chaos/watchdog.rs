@@ -272,13 +272,13 @@ mod tests {
     #[test]
     fn dump_and_cons_are_parsed() {
         let d = parse_dump(LEADER_DUMP);
-        assert_eq!(d.tracked, BTreeSet::from([0x1_0001_d45c_ff00_00, 0x3_0001_d45c_ff00_01]));
+        assert_eq!(d.tracked, BTreeSet::from([0x100_01d4_5cff_0000, 0x300_01d4_5cff_0001]));
         assert_eq!(d.ephemerals.len(), 3);
-        assert_eq!(d.ephemerals["/chaos/semaphore/_c_2-p1w2-lease-0000000001"], 0x2_0001_d45c_ff00_09);
+        assert_eq!(d.ephemerals["/chaos/semaphore/_c_2-p1w2-lease-0000000001"], 0x200_01d4_5cff_0009);
         let f = parse_dump(FOLLOWER_DUMP);
         assert_eq!(f.tracked.len(), 2);
         assert_eq!(f.ephemerals.len(), 1);
-        assert_eq!(parse_cons(CONS), BTreeSet::from([0x1_0001_d45c_ff00_00]));
+        assert_eq!(parse_cons(CONS), BTreeSet::from([0x100_01d4_5cff_0000]));
     }
 
     fn view(mode: &str, dump: &str, cons: &str) -> ServerView {

@@ -144,8 +144,8 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
     }
 }
 
-/// The failover section: handovers after a kill of the leader's process, beside the session
-/// timeout that dominates them.
+/// The failover section: handovers after a kill of the leader's process at each session
+/// timeout measured, and where each went (`peers::failover`'s `Split`).
 pub fn failovers(s: &mut String, groups: &Groups, plan: &Plan) {
     let recipes: Vec<Recipe> = plan
         .recipes("leader")
@@ -155,41 +155,53 @@ pub fn failovers(s: &mut String, groups: &Groups, plan: &Plan) {
     if recipes.is_empty() {
         return;
     }
-    let timeout_ms = crate::peers::FAILOVER_SESSION.as_millis();
     let _ = writeln!(
         s,
-        "\n### Leader failover after a kill: 2 candidates, each in its own process, {timeout_ms} ms sessions\n\n\
-         The leader's process is killed (SIGKILL) {} times per run, a new follower joining before each \
-         kill; handover: from the kill to the follower's task starting (`LEADER` printed by the candidate, \
-         CLOCK_MONOTONIC). The killed leader's node goes when its session expires, so the session timeout \
-         ({timeout_ms} ms, the servers' tick 200 ms) is most of it. The server counts the timeout from the \
-         last packet it had from the session (a client pings when idle for a fraction of the timeout), \
-         not from the kill, so a handover can be shorter than the timeout: how much shorter depends on \
-         each client's ping schedule, not on its recipe.\n",
+        "\n### Leader failover after a kill: 2 candidates, each in its own process\n\n\
+         The leader's process is killed (SIGKILL) {} times per run, each after a random delay in [0, \
+         timeout), a new follower joining before each kill; handover: from the kill to the follower's \
+         task starting (`LEADER` printed by the candidate, CLOCK_MONOTONIC). Where it goes (medians over \
+         the kills): the server counts the timeout from the last packet it had from the session, read \
+         from `cons` just before the kill (**quiet**: from that packet to the kill: the client's ping \
+         cadence); it expires a session at the first multiple of its tick (200 ms) past that packet plus \
+         the timeout (**rounding**); then the expiry's transaction, the deletion's event at the follower \
+         and its recipe's handover (**after**). handover = timeout − quiet + rounding + after, per kill.\n",
         plan.failover_kills
     );
-    let _ = writeln!(s, "| peer | recipe | handover p50 ms | handover p99 ms | p50 − session timeout, ms |");
-    let _ = writeln!(s, "|---|---|---|---|---|");
-    for r in recipes {
-        let sc = crate::failover_scenario(r);
-        let what = if r == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
-        for p in groups.peers_of(sc) {
-            let ms = |f: fn(&Row) -> f64| groups.spread(sc, 2, p, f).map(|x| x.scaled(1e-3));
-            let beyond = groups.spread(sc, 2, p, |r| r.p50_us / 1000.0 - r.extra);
-            let _ = writeln!(
-                s,
-                "| {} | {what} | {} | {} | {} |",
-                p.name(),
-                headline_cell(ms(|r| r.p50_us), 0),
-                cell(ms(|r| r.p99_us), 0),
-                cell(beyond, 0)
-            );
-        }
-        if r == Recipe::Latch {
-            let peers = recipe_peers(groups, plan);
-            for p in peers.iter().filter(|p| r.lacking(**p).is_some()) {
-                let why = r.lacking(*p).unwrap_or_default();
-                let _ = writeln!(s, "| {} | latch | n/a: {why} | | |", p.name());
+    for &session in &plan.failover_sessions {
+        let n = session.as_millis() as usize;
+        let _ = writeln!(s, "\n{} ms sessions:\n", n);
+        let _ = writeln!(
+            s,
+            "| peer | recipe | handover p50 ms | handover p99 ms | quiet ms | rounding ms | after ms |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+        for &r in &recipes {
+            let sc = crate::failover_scenario(r);
+            let what = if r == Recipe::Latch { "latch" } else { "selector (kazoo: Election)" };
+            for p in groups.peers_of(sc) {
+                let ms = |f: fn(&Row) -> f64| groups.spread(sc, n, p, f).map(|x| x.scaled(1e-3));
+                let split = |f: fn(&Row) -> f64| cell(groups.spread(sc, n, p, f), 0);
+                if groups.spread(sc, n, p, |r| r.p50_us).is_none() {
+                    continue;
+                }
+                let _ = writeln!(
+                    s,
+                    "| {} | {what} | {} | {} | {} | {} | {} |",
+                    p.name(),
+                    headline_cell(ms(|r| r.p50_us), 0),
+                    cell(ms(|r| r.p99_us), 0),
+                    split(|r| r.quiet_ms),
+                    split(|r| r.rounding_ms),
+                    split(|r| r.after_expiry_ms),
+                );
+            }
+            if r == Recipe::Latch {
+                let peers = recipe_peers(groups, plan);
+                for p in peers.iter().filter(|p| r.lacking(**p).is_some()) {
+                    let why = r.lacking(*p).unwrap_or_default();
+                    let _ = writeln!(s, "| {} | latch | n/a: {why} | | | | |", p.name());
+                }
             }
         }
     }
