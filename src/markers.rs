@@ -8,6 +8,13 @@ pub(crate) const REVOKE: &[u8] = b"__REVOKE__";
 /// lock delay is on (`Conn::send_delete`): waiters see a data change rather than a deletion.
 pub(crate) const RELEASED: &[u8] = b"__RELEASED__";
 
+/// The suffix of a tombstone's name: a holder admitted at the head of its queue (every node
+/// before its own gone) creates `<its node's name>.released` and deletes it again in the
+/// transaction that deletes its node (`Conn::send_delete`). Nobody ever lists it; a waiter
+/// behind that node watches the name (an exists watch) and hears of its creation just before
+/// the deletion: it is the head now, with no listing. Nothing else creates such a name.
+pub(crate) const TOMBSTONE: &str = ".released";
+
 /// A mutex's, a semaphore mutex's and a leader selector's nodes: `_c_<uuid>-lock-<seq>`.
 pub(crate) const LOCK: &str = "lock-";
 /// A leader latch's nodes: `_c_<uuid>-latch-<seq>`.

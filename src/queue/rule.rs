@@ -39,6 +39,16 @@ pub(crate) trait Admission: Send + Sync {
     fn lookahead(&self, _queue: &[QueueNode], _me: usize, _on: usize) -> Option<usize> {
         None
     }
+
+    /// Whether a waiter whose decision waits on the node just ahead of it (`on == me - 1`) may
+    /// proceed, with no listing, once that node is gone having been admitted at the head of
+    /// the queue (its tombstone says so: `Queue::with_tombstones`). Then every node before ours
+    /// is gone and ours is the head, which every rule admits; a rule says yes only if it needs
+    /// nothing else of an admission (no [`Admission::announce_admission`]) and its waiters need
+    /// no lookahead once tombstones tell them. `false` (the default): such a waiter lists.
+    fn enters_behind_head(&self) -> bool {
+        false
+    }
 }
 
 /// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
@@ -58,5 +68,10 @@ impl Admission for FirstN {
     /// One holder: the node ahead of the one we wait on (see [`Admission::lookahead`]).
     fn lookahead(&self, _queue: &[QueueNode], _me: usize, on: usize) -> Option<usize> {
         on.checked_sub(1).filter(|_| self.0 == 1)
+    }
+
+    /// One holder: its waiter waits on its predecessor, and enters behind a head that left.
+    fn enters_behind_head(&self) -> bool {
+        self.0 == 1
     }
 }

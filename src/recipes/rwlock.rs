@@ -38,6 +38,12 @@ impl Admission for RwRule {
     fn lookahead(&self, queue: &[QueueNode], me: usize, on: usize) -> Option<usize> {
         (queue[me].marker == WRITER).then(|| FirstN(1).lookahead(queue, me, on)).flatten()
     }
+
+    /// A writer waits on its predecessor; a reader on the nearest writer, which is sometimes its
+    /// predecessor: either, once everything up to that node is gone, is the head.
+    fn enters_behind_head(&self) -> bool {
+        true
+    }
 }
 
 /// A read taken under a held write lock: admitted at once (the write lock excludes everyone
