@@ -17,12 +17,18 @@
 //!   for it while we hold and nobody else joins (see `entry::own_watch_from_listing`); a waiter
 //!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
 //!   it comes, costs no request;
-//! * a waiter watches one node with a data watch (no herd); a rule may name a second, further
-//!   ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead too), so that
-//!   a deletion notifies at most two waiters. Watches that have not fired are kept from one
-//!   round to the next, not set again, and once admitted until they fire. The one waiter that
-//!   watches the parent's children is a semaphore's first waiter, which any of several holders
-//!   may admit ([`Queue::watch_children`]): every change of the children wakes it, a join
+//! * a waiter watches one node with a data watch (no herd). With tombstones
+//!   ([`Queue::with_tombstones`]: a mutex's, a latch's, a read/write lock's), the waiter right
+//!   behind a node also watches that node's tombstone's name (an exists watch): a holder
+//!   admitted at the head creates and deletes it in the transaction that deletes its node, so
+//!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
+//!   nothing after the joins. Without them (a lock delay), a rule may name a second node to
+//!   watch, further ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead
+//!   too), so that a deletion notifies at most two waiters. Watches that have not fired are
+//!   kept from one round to the next, not set again, and once admitted until they fire (a
+//!   tombstone's watch that has not fired by its node's deletion never will: it is dropped).
+//!   The one waiter that watches the parent's children is a semaphore's first waiter, which any
+//!   of several holders may admit ([`Queue::watch_children`]): every change of the children wakes it, a join
 //!   behind it included;
 //! * when the watched node was at the head of the queue at our last listing, its deletion makes
 //!   us the head (sequence numbers only grow), so we proceed on that notification alone, with no
