@@ -40,12 +40,13 @@ pub(crate) trait Admission: Send + Sync {
         None
     }
 
-    /// Whether a waiter whose decision waits on the node just ahead of it (`on == me - 1`) may
-    /// proceed, with no listing, once that node is gone having been admitted at the head of
-    /// the queue (its tombstone says so: `Queue::with_tombstones`). Then every node before ours
-    /// is gone and ours is the head, which every rule admits; a rule says yes only if it needs
-    /// nothing else of an admission (no [`Admission::announce_admission`]) and its waiters need
-    /// no lookahead once tombstones tell them. `false` (the default): such a waiter lists.
+    /// Whether this rule's queue uses tombstones (`Queue::with_tombstones`): a waiter that waits
+    /// on the node just ahead of it (`on == me - 1`) and has a look-ahead
+    /// ([`Admission::lookahead`]) watches that node's tombstone instead, and proceeds, with no
+    /// listing, once that node is gone having been admitted at the head of the queue. Then every
+    /// node before ours is gone and ours is the head, which every rule admits; a rule says yes
+    /// only if it needs nothing else of an admission (no [`Admission::announce_admission`]).
+    /// `false` (the default): no tombstones.
     fn enters_behind_head(&self) -> bool {
         false
     }

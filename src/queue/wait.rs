@@ -38,7 +38,7 @@ impl Queue {
         // The exists watch on the tombstone of the node just ahead (see `with_tombstones`), by
         // that node's name: it fires only if that node leaves having been admitted at the head.
         let mut tombs = Armed::new();
-        // Whether this rule's waiters watch tombstones, and not the node two ahead.
+        // Whether this rule's waiters watch tombstones instead of the node two ahead.
         let tombstones = self.tombstones && rule.enters_behind_head();
         loop {
             let (watched, decision, report, at_head_next, tomb_for) = {
@@ -52,14 +52,14 @@ impl Queue {
                         return self.admitted(entry, rule, &queue, me).await;
                     }
                     Decision::Wait { on, then_proceed } => {
+                        let mut ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
                         // With tombstones, the node just ahead tells us itself that it was
-                        // admitted at the head: no lookahead (and its listing) needed.
-                        let ahead = match tombstones {
-                            true => None,
-                            false => rule.lookahead(&queue, me, on).filter(|&a| a < on),
-                        };
-                        if tombstones && !then_proceed && on + 1 == me {
+                        // admitted at the head: its tombstone's watch replaces the look-ahead
+                        // (and the listing its firing costs). A waiter without a look-ahead
+                        // (a reader behind a writer) waits as it did.
+                        if tombstones && ahead.is_some() && !then_proceed && on + 1 == me {
                             tomb_for = Some(queue[on].name.clone());
+                            ahead = None;
                         }
                         let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
                         // With the lock delay, the first waiter (everyone ahead holds) watches

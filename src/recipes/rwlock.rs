@@ -39,8 +39,8 @@ impl Admission for RwRule {
         (queue[me].marker == WRITER).then(|| FirstN(1).lookahead(queue, me, on)).flatten()
     }
 
-    /// A writer waits on its predecessor; a reader on the nearest writer, which is sometimes its
-    /// predecessor: either, once everything up to that node is gone, is the head.
+    /// A writer waits as a mutex's waiter does, and its tombstone's watch replaces its
+    /// look-ahead; a reader (no look-ahead) waits on the nearest writer as before.
     fn enters_behind_head(&self) -> bool {
         true
     }
