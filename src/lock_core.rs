@@ -129,8 +129,7 @@ impl LockCore {
             .with_root_data(spec.root_data.clone())
             .watching_own_nodes(options.watches_own_node())
             .hearing_revocations(options.revocable)
-            .with_lock_delay(options.lock_delay)
-            .with_tombstones(spec.rule.as_ref());
+            .with_lock_delay(options.lock_delay);
         Ok(LockCore::on(queue, spec, options))
     }
 

@@ -356,11 +356,13 @@ impl Entry {
 pub(crate) struct CleanMark {
     /// The queue's lock delay is on.
     pub on: bool,
-    /// The queue's waiters watch for tombstones (`Queue::with_tombstones`).
+    /// Tombstones are on for the queue (no lock delay: `Queue::tombstones`).
     pub tombstones: bool,
-    /// Our node was admitted at the head of the queue: every node before it was gone. Set only
-    /// when that is known (a listing showed our node first, or the node ahead of ours was the
-    /// head and is gone), never on a rule's admission of a node further back.
+    /// Our node was admitted at the head of the queue (every node before it was gone), and the
+    /// rule says the waiter behind it watches for its tombstone
+    /// (`Admission::leaves_tombstone`). Set only when that is known (a listing showed our node
+    /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
+    /// of a node further back.
     pub at_head: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was

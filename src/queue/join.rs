@@ -136,7 +136,7 @@ impl Queue {
                         &self.janitor,
                     );
                     entry.data = data.to_vec();
-                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones);
+                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
                     pending.disarm();
                     if self.watch_own && !child_watch {
                         // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
@@ -201,7 +201,7 @@ impl Queue {
                     tracing::debug!(node = %name, "recovered our node after a connection loss");
                     let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
                     entry.data = data.to_vec();
-                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones);
+                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
                     pending.disarm();
                     if self.watch_own {
                         entry.watch_self().await?;

@@ -18,7 +18,7 @@
 //!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
 //!   it comes, costs no request;
 //! * a waiter watches one node with a data watch (no herd). With tombstones
-//!   ([`Queue::with_tombstones`]: a mutex's, a latch's, a read/write lock's), the waiter right
+//!   ([`Admission::leaves_tombstone`]: a mutex's, a latch's, a read/write lock's writers'), the waiter right
 //!   behind a node also watches that node's tombstone's name (an exists watch): a holder
 //!   admitted at the head creates and deletes it in the transaction that deletes its node, so
 //!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
@@ -81,9 +81,6 @@ pub(crate) struct Queue {
     /// without a clean release waits this long before it enters, and our own deletes say they
     /// are clean (see `Conn::send_delete`).
     lock_delay: Option<std::time::Duration>,
-    /// Whether our holders admitted at the head leave a tombstone when they release, and our
-    /// waiters watch for the one of the node just ahead (see [`Queue::with_tombstones`]).
-    tombstones: bool,
     /// Whether our own-node watch must be a data watch from the start (revocable locks: a
     /// revocation request changes only the node's data). See [`Queue::join`] for when it
     /// need not be.
@@ -131,7 +128,6 @@ impl Queue {
             root_data: None,
             watch_own: true,
             lock_delay: None,
-            tombstones: false,
             data_watch_only: false,
             verified: Arc::default(),
         }
@@ -143,16 +139,15 @@ impl Queue {
         self
     }
 
-    /// Tombstones (`rule`'s waiters may enter behind a node admitted at the head: see
-    /// [`Admission::enters_behind_head`]): a holder admitted at the head of the queue leaves one
-    /// in the transaction that deletes its node (`Conn::send_delete`), and a waiter watches the
-    /// one of the node just ahead of it besides that node: seeing both, the tombstone's creation
-    /// and then the node's deletion, it is the head, and enters with no listing. Any other
-    /// deletion (a waiter giving up, an expiry, a peer's release) makes it list as before. Off
-    /// with a lock delay, whose waiters read how each node ahead left in their own way.
-    pub fn with_tombstones(mut self, rule: &dyn Admission) -> Queue {
-        self.tombstones = rule.enters_behind_head() && self.lock_delay.is_none();
-        self
+    /// Whether tombstones are on (see [`Admission::leaves_tombstone`]): a holder the rule says
+    /// is admitted at the head leaves one in the transaction that deletes its node
+    /// (`Conn::send_delete`), and the waiter right behind it watches its name instead of the
+    /// node two ahead: seeing the tombstone's creation and then the node's deletion, it is the
+    /// head, and enters with no listing. Any other deletion (a waiter giving up, an expiry, a
+    /// peer's release) makes it list as before. Off with a lock delay, whose waiters read how
+    /// each node ahead left in their own way.
+    fn tombstones(&self) -> bool {
+        self.lock_delay.is_none()
     }
 
     /// Uses `acls` (when given) for every node the queue creates, parents included.

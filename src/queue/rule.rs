@@ -40,14 +40,16 @@ pub(crate) trait Admission: Send + Sync {
         None
     }
 
-    /// Whether this rule's queue uses tombstones (`Queue::with_tombstones`): a waiter that waits
-    /// on the node just ahead of it (`on == me - 1`) and has a look-ahead
-    /// ([`Admission::lookahead`]) watches that node's tombstone instead, and proceeds, with no
-    /// listing, once that node is gone having been admitted at the head of the queue. Then every
-    /// node before ours is gone and ours is the head, which every rule admits; a rule says yes
-    /// only if it needs nothing else of an admission (no [`Admission::announce_admission`]).
+    /// Whether the node at `at` is only ever admitted at the head of the queue (a mutex's, a
+    /// writer's), so that it leaves a tombstone when it releases (`Queue::tombstones`): the
+    /// waiter right behind it, if it has a look-ahead ([`Admission::lookahead`]), watches that
+    /// tombstone's name instead, and proceeds with no listing once the node is gone having left
+    /// one. Then every node before the waiter's is gone and the waiter is the head, which every
+    /// rule admits; a rule says yes only if it needs nothing else of an admission (no
+    /// [`Admission::announce_admission`]). A node that a rule may admit further back (a reader)
+    /// leaves none even when it happens to be admitted at the head: nobody would watch for it.
     /// `false` (the default): no tombstones.
-    fn enters_behind_head(&self) -> bool {
+    fn leaves_tombstone(&self, _queue: &[QueueNode], _at: usize) -> bool {
         false
     }
 }
@@ -71,8 +73,8 @@ impl Admission for FirstN {
         on.checked_sub(1).filter(|_| self.0 == 1)
     }
 
-    /// One holder: its waiter waits on its predecessor, and enters behind a head that left.
-    fn enters_behind_head(&self) -> bool {
+    /// One holder: admitted only at the head.
+    fn leaves_tombstone(&self, _queue: &[QueueNode], _at: usize) -> bool {
         self.0 == 1
     }
 }

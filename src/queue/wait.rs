@@ -35,15 +35,15 @@ impl Queue {
         // A first waiter's child watch on the root, set by its latest listing (see
         // `watch_children`); not fired yet.
         let mut listed: Option<ArmedWatch> = None;
-        // The exists watch on the tombstone of the node just ahead (see `with_tombstones`), by
+        // The exists watch on the tombstone of the node just ahead (see `Queue::tombstones`), by
         // that node's name: it fires only if that node leaves having been admitted at the head.
         let mut tombs = Armed::new();
-        // Whether this rule's waiters watch tombstones instead of the node two ahead.
-        let tombstones = self.tombstones && rule.enters_behind_head();
         loop {
-            let (watched, decision, report, at_head_next, tomb_for) = {
+            let (watched, decision, report, (at_head_next, leaves), tomb_for) = {
                 let (queue, me, decision) = self.decide(entry, rule, &children)?;
                 let mut tomb_for = None;
+                // Whether our node leaves a tombstone if admitted at the head.
+                let leaves = self.tombstones() && rule.leaves_tombstone(&queue, me);
                 let watched: Vec<String> = match decision {
                     Decision::Proceed => {
                         tracing::debug!(position = me, "admitted");
@@ -57,7 +57,12 @@ impl Queue {
                         // admitted at the head: its tombstone's watch replaces the look-ahead
                         // (and the listing its firing costs). A waiter without a look-ahead
                         // (a reader behind a writer) waits as it did.
-                        if tombstones && ahead.is_some() && !then_proceed && on + 1 == me {
+                        if self.tombstones()
+                            && ahead.is_some()
+                            && !then_proceed
+                            && on + 1 == me
+                            && rule.leaves_tombstone(&queue, on)
+                        {
                             tomb_for = Some(queue[on].name.clone());
                             ahead = None;
                         }
@@ -82,8 +87,8 @@ impl Queue {
                 };
                 // Entering on the deletion of the node waited on makes us the head when that
                 // node was the head at this listing and we were right behind it.
-                let at_head_next = matches!(decision, Decision::Wait { on: 0, .. }) && me == 1;
-                (watched, decision, report, at_head_next, tomb_for)
+                let at_head_next = matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves;
+                (watched, decision, report, (at_head_next, leaves), tomb_for)
             };
             // A waiter keeps only what it watches: with many waiters in one process, each
             // keeping its listing (and the queue parsed from it) would cost memory quadratic in
@@ -120,13 +125,13 @@ impl Queue {
             // behind us, so we are the head now, if our own node still exists (someone may have
             // deleted it in an earlier transaction; then we must not enter). So too when the
             // node just ahead is gone and its tombstone's creation came first: it was admitted
-            // at the head, every node before it gone (see `with_tombstones`). The watch on our
+            // at the head, every node before it gone (see `Queue::tombstones`). The watch on our
             // own node, set before the ones on the node ahead, tells us without a request while
             // it vouches (see `OwnCheck`); else we read our node again.
             // (The node waited on is the first watched; any other is looked at again.)
             let behind_head = match (woke, &tomb_for) {
                 (Woke::Deleted(0), _) if then_proceed => Some(at_head_next),
-                (Woke::Deleted(0), Some(name)) => tomb_fired(&mut tombs, name).then_some(true),
+                (Woke::Deleted(0), Some(name)) => tomb_fired(&mut tombs, name).then_some(leaves),
                 _ => None,
             };
             if let Some(at_head) = behind_head {
@@ -301,7 +306,7 @@ impl Queue {
         queue: &[QueueNode],
         me: usize,
     ) -> Result<()> {
-        if me == 0 {
+        if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
             // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
             entry.mark.at_head = true;
         }

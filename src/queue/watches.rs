@@ -13,7 +13,7 @@ impl Queue {
     /// watching our own node too; reports the wait (`report`: first of its attempt, how many
     /// ahead, the head's name) once the watches are set. The tombstone named in `watching` is
     /// watched too (in `tombs`), before the nodes, but never wakes us: its creation comes just
-    /// before its node's deletion, which does (see `Queue::with_tombstones`).
+    /// before its node's deletion, which does (see `Queue::tombstones`).
     ///
     /// A change made between our listing and our watch would be missed by the watch, so a node
     /// whose data changed after our node was created (and after the last change we already
@@ -36,7 +36,7 @@ impl Queue {
         // The tombstone's exists watch goes first: its creation, if it comes, is then reported
         // before the node's deletion, or before the answer that finds the node gone.
         let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(*name)).map(|name| {
-            let path = format!("{}{}", self.root.child(name), crate::markers::TOMBSTONE);
+            let path = crate::markers::tombstone_of(&self.root.child(name));
             (name, client.check_and_watch_stat(&path))
         });
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();

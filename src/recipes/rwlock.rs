@@ -39,10 +39,9 @@ impl Admission for RwRule {
         (queue[me].marker == WRITER).then(|| FirstN(1).lookahead(queue, me, on)).flatten()
     }
 
-    /// A writer waits as a mutex's waiter does, and its tombstone's watch replaces its
-    /// look-ahead; a reader (no look-ahead) waits on the nearest writer as before.
-    fn enters_behind_head(&self) -> bool {
-        true
+    /// A writer is admitted only at the head; a reader may be admitted behind other readers.
+    fn leaves_tombstone(&self, queue: &[QueueNode], at: usize) -> bool {
+        queue[at].marker == WRITER
     }
 }
 

@@ -358,8 +358,8 @@ impl Conn {
     /// the same transaction. If our node's ACL does not let us write it, the delete goes alone.
     ///
     /// `tomb`: the node was admitted at the head of its queue (every node before it gone). The
-    /// same transaction creates and deletes its tombstone (`<path>.released`, see
-    /// [`crate::markers::TOMBSTONE`]), so that the waiter behind it, which watches that name,
+    /// same transaction creates and deletes its tombstone (see [`crate::markers::tombstone_of`]),
+    /// so that the waiter behind it, which watches that name,
     /// hears its creation just before the node's deletion and enters without listing. Still one
     /// request and one reply. If the tombstone can't be created (an ACL, a node already there),
     /// the delete goes without it: the waiter behind lists, as after any other deletion.
@@ -369,7 +369,7 @@ impl Conn {
         }
         let (client, path) = (self.client.clone(), path.to_string());
         let mut sent: DeleteFuture = Box::pin(async move {
-            let tombstone = tomb.then(|| format!("{path}{}", crate::markers::TOMBSTONE));
+            let tombstone = tomb.then(|| crate::markers::tombstone_of(&path));
             let mut writer = client.new_multi_writer();
             if marked {
                 writer.add_set_data(&path, crate::markers::RELEASED, None)?;
