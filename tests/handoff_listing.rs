@@ -185,3 +185,59 @@ async fn a_revoked_waiter_leaving_admits_nobody_early() {
     last.session.close().await;
     revoker.close().await;
 }
+
+/// The own-node check holds on the tombstone's path too: when our node and the node ahead go in
+/// one transaction (ours first), the tombstone created in it as well, the waiter sees its own
+/// node's deletion, which came first, and does not enter. Five rounds, so that a waiter that
+/// picked between the events at random would be caught.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_goes_with_a_tombstone_does_not_enter() {
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    let path = "/locks/handoff-own-node";
+    let (h, m, w) = (session(&connect).await, session(&connect).await, session(&connect).await);
+    for round in 0..5 {
+        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
+        let spawn = |s: &Session| {
+            let mutex = InterProcessMutex::new(s, path).unwrap();
+            (mutex.clone(), tokio::spawn(async move { mutex.acquire().await }))
+        };
+        let (_middle, middle_task) = spawn(&m);
+        eventually("the middle one queued", || async { children(&admin, path).await.len() == 2 }).await;
+        let (waiter, waiting) = spawn(&w);
+        let queue = within("three in the queue", async {
+            loop {
+                let queue = waiter.participants().await.unwrap();
+                if queue.len() == 3 {
+                    break queue;
+                }
+            }
+        })
+        .await;
+        let (middle_node, waiter_node) =
+            (format!("{path}/{}", queue[1].node), format!("{path}/{}", queue[2].node));
+        let tomb = format!("{path}/{}.released", &queue[1].node[queue[1].node.len() - 10..]);
+        eventually("the waiter to watch the middle one's tombstone", || async {
+            zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, &tomb).next().is_some())
+        })
+        .await;
+        until_watched(&zk, "the waiter to watch the middle one", &middle_node).await;
+        let mut all = admin.new_multi_writer();
+        all.add_delete(&waiter_node, None).unwrap();
+        let options =
+            zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+        all.add_create(&tomb, &[], &options).unwrap();
+        all.add_delete(&tomb, None).unwrap();
+        all.add_delete(&middle_node, None).unwrap();
+        all.commit().await.unwrap();
+        let outcome = within("the waiter", waiting).await.unwrap();
+        assert!(matches!(outcome, Err(zk_recipes::Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
+        assert!(!waiter.is_held_by_this_handle(), "round {round}");
+        let middle = within("the middle one", middle_task).await.unwrap();
+        assert!(matches!(middle, Err(zk_recipes::Error::NodeDeleted { .. })), "round {round}: {middle:?}");
+        holder.release().await.unwrap();
+        waiter.settled().await;
+        assert!(children(&admin, path).await.is_empty(), "round {round}");
+    }
+}
