@@ -381,7 +381,10 @@ impl LockCore {
         progress: &mut Progress<'_>,
     ) -> Result<Attempt> {
         // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
-        let Some(joined) = by_deadline(deadline, self.queue.join(conn, marker, &self.data)).await else {
+        // Boxed, as the wait below: an acquire's future keeps room for its largest state for as
+        // long as it lives, and a waiter lives long (issue 38: memory per queued waiter).
+        let Some(joined) = by_deadline(deadline, Box::pin(self.queue.join(conn, marker, &self.data))).await
+        else {
             return Ok(Attempt::OutOfTime);
         };
         let crate::queue::Joined { mut entry, children, root } = joined?;
@@ -403,10 +406,11 @@ impl LockCore {
                 Err(e) => Err(e),
             },
             (Ok(Attempt::Admitted(())), _) => {
-                let waiting = self
-                    .queue
-                    .wait_turn(&mut entry, rule, children, progress)
-                    .instrument(tracing::debug_span!("wait"));
+                let waiting = Box::pin(
+                    self.queue
+                        .wait_turn(&mut entry, rule, children, progress)
+                        .instrument(tracing::debug_span!("wait")),
+                );
                 match by_deadline(deadline, waiting).await {
                     Some(result) => result.map(|()| Attempt::Admitted(())),
                     None => Ok(Attempt::OutOfTime),

@@ -1,7 +1,8 @@
-//! Herd-freedom: one release wakes at most two waiters (the next in line, which enters, and the
-//! one behind it, which watches the node two ahead of it so that it can enter on its
-//! predecessor's deletion alone: issue 28), and the server's work per handoff does not grow with
-//! the number of waiters.
+//! Herd-freedom: one release wakes one waiter (the next in line, which enters: issue 28 had the
+//! one behind it watch the node two ahead as well, so that it could enter on its predecessor's
+//! deletion alone; since issue 38 it watches its predecessor's tombstone instead, which only a
+//! release at the head creates, and is not woken), and the server's work per handoff does not
+//! grow with the number of waiters.
 
 mod common;
 
@@ -29,7 +30,7 @@ fn watchers_by_path(wchp: &str) -> BTreeMap<String, Vec<i64>> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn one_release_wakes_the_next_two_of_32_waiters() {
+async fn one_release_wakes_only_the_next_of_32_waiters() {
     const WAITERS: usize = 32;
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
@@ -54,8 +55,8 @@ async fn one_release_wakes_the_next_two_of_32_waiters() {
         eventually("queued", || async { children(&admin, "/locks/herd").await.len() == i + 2 }).await;
     }
 
-    // Server side: every queue node is watched only by its owner, its immediate successor and
-    // the one behind that.
+    // Server side: every queue node is watched only by its owner and its immediate successor;
+    // its tombstone's name only by that successor.
     let mut sessions = vec![raw(&holder_session).session_id().0];
     sessions.extend(waiters.iter().map(|(c, _, _)| c.session_id().0));
     let owner_of: BTreeMap<String, usize> = {
@@ -70,12 +71,27 @@ async fn one_release_wakes_the_next_two_of_32_waiters() {
     let watchers = watchers_by_path(&zk.four_letter(0, "wchp").await.unwrap());
     for (path, owner) in &owner_of {
         let watching = watchers.get(path).cloned().unwrap_or_default();
-        let allowed: Vec<i64> = sessions[*owner..sessions.len().min(owner + 3)].to_vec();
+        let allowed: Vec<i64> = sessions[*owner..sessions.len().min(owner + 2)].to_vec();
         assert!(
             watching.iter().all(|s| allowed.contains(s)),
             "{path} watched by {watching:x?}, allowed {allowed:x?}"
         );
-        assert!(watching.len() <= 3, "{path} has {} watchers", watching.len());
+        assert!(watching.len() <= 2, "{path} has {} watchers", watching.len());
+        // A tombstone is named by its node's sequence suffix, beside it.
+        let (parent, name) = path.rsplit_once('/').unwrap();
+        let tomb = format!("{parent}/{}.released", &name[name.len() - 10..]);
+        let watching = watchers.get(&tomb).cloned().unwrap_or_default();
+        let allowed: Vec<i64> =
+            sessions[(owner + 1).min(sessions.len())..sessions.len().min(owner + 2)].to_vec();
+        assert!(watching.iter().all(|s| allowed.contains(s)), "{tomb} watched by {watching:x?}");
+    }
+    // Nothing else under the lock path is watched.
+    for path in watchers.keys().filter(|p| p.starts_with("/locks/herd/")) {
+        let known = match path.strip_suffix(".released") {
+            Some(seq) => owner_of.keys().any(|node| node.ends_with(&seq[seq.len() - 10..])),
+            None => owner_of.contains_key(path),
+        };
+        assert!(known, "{path} is watched");
     }
 
     let before: Vec<_> = waiters.iter().map(|(_, m, _)| m.stats().wakeups).collect();
@@ -91,8 +107,8 @@ async fn one_release_wakes_the_next_two_of_32_waiters() {
     tokio::task::yield_now().await;
     let woken: Vec<usize> =
         waiters.iter().enumerate().filter(|(_, (_, m, _))| m.stats().wakeups > 0).map(|(i, _)| i).collect();
-    // The next in line, and the one behind it (its look-ahead watch on the holder), no other.
-    assert_eq!(woken, vec![0, 1], "one release woke {woken:?}");
+    // The next in line, no other.
+    assert_eq!(woken, vec![0], "one release woke {woken:?}");
 
     // Drain the queue (each guard released while its handle, and so its session, is open).
     let mut held: Option<(zk_recipes::LockGuard, InterProcessMutex)> = None;
@@ -154,6 +170,7 @@ async fn packets_per_handoff(n: usize, rounds: usize, revocable: bool) -> Cost {
         wakeups: per(|s| s.wakeups),
         // One listing per acquisition is the join; the rest are re-listings after a wake-up.
         relistings: per(|s| s.listings) - 1.0,
+        behind_head: per(|s| s.behind_head),
     }
 }
 
@@ -162,6 +179,8 @@ struct Cost {
     packets: f64,
     wakeups: f64,
     relistings: f64,
+    /// Entries behind a head that left (its tombstone seen), per handoff.
+    behind_head: f64,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -170,17 +189,20 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
     let at8 = packets_per_handoff(8, 30, false).await;
     let at32 = packets_per_handoff(32, 8, false).await;
     eprintln!("per handoff: N=2 {at2:?}\n             N=8 {at8:?}\n             N=32 {at32:?}");
-    // Herd-free: each handoff wakes at most two waiters, whatever the queue length (one at
-    // N=2, where nobody is two places back).
-    assert!(at2.wakeups <= 1.05, "more than one wake-up per handoff: {at2:?}");
+    // Herd-free: each handoff wakes one waiter, whatever the queue length.
     for cost in [&at2, &at8, &at32] {
-        assert!(cost.wakeups <= 2.05, "more than two wake-ups per handoff: {cost:?}");
+        assert!(cost.wakeups <= 1.05, "more than one wake-up per handoff: {cost:?}");
         // A woken waiter lists again at most once per handoff.
         assert!(cost.relistings <= 1.05, "re-listed more than once per handoff: {cost:?}");
     }
     // At N=2 a waiter's predecessor is always the head: its deletion admits the waiter without
     // a listing (a watch on the waiter's own node, set while it queued, says it is still there).
     assert!(at2.relistings < 0.1, "N=2 re-listed: {at2:?}");
+    // Issue 38: at every N, each waiter's predecessor leaves a tombstone (it was admitted at the
+    // head), so no waiter lists after its join.
+    for cost in [&at8, &at32] {
+        assert!(cost.relistings < 0.1, "re-listed: {cost:?}");
+    }
     // Flat in N: a herd would add about one packet per waiter.
     assert!(
         at32.packets <= 1.2 * at8.packets,
@@ -188,15 +210,15 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
         at32.packets,
         at8.packets
     );
-    // Against N=2, where no waiter lists again: beyond N=2 a woken waiter lists once more per
+    // Against N=2, where no waiter lists again: beyond N=2 a woken waiter may list once more per
     // handoff (its request and reply: 2 packets; see `relistings` above and
     // `a_waiter_whose_predecessor_gives_up_waits_for_the_holder`); and at N=2 some acquires find
     // the lock free (1 - wakeups of them), skipping the watch on a predecessor and its
-    // notification (3 packets); beyond N=2 a waiter also watches the node two ahead (its
-    // request, reply and notification: 3 packets per such wake-up, `wakeups - 1` of them).
-    // Nothing else may grow. (Before every node carried its own-node watch, waiters beyond N=2
-    // did not pay that watch's 3 packets, which hid the rest; the bound was N=2 + 1.5.)
-    let expected_gap = 2.0 * at32.relistings + 3.0 * (1.0 - at2.wakeups) + 3.0 * (at32.wakeups - 1.0);
+    // notification (3 packets); beyond N=2 a waiter also watches its predecessor's tombstone
+    // (its request, reply and notification: 3 packets per entry behind a head that left,
+    // `behind_head`), which spares it the listing a look-ahead watch on the node two ahead used
+    // to cost (issue 38). Nothing else may grow.
+    let expected_gap = 2.0 * at32.relistings + 3.0 * (1.0 - at2.wakeups) + 3.0 * at32.behind_head;
     assert!(
         at32.packets <= at2.packets + expected_gap + 0.5,
         "N=32 {at32:?} against N=2 {at2:?}: more than {expected_gap:.2} + 0.5 apart"
@@ -216,9 +238,10 @@ async fn a_revocable_waiter_behind_the_head_does_not_relist() {
     assert!(at2.relistings < 0.1, "N=2 re-listed: {at2:?}");
 }
 
-/// Issue 28, a handoff in one hop at every N: a waiter two places back also watches the node two
-/// ahead of it, so when the holder goes it lists again while its predecessor holds, and then
-/// enters on its predecessor's deletion alone, with no listing on the critical path.
+/// Issue 28, a handoff in one hop at every N, and issue 38, with no listing at all: a waiter two
+/// places back watches its predecessor's tombstone besides the predecessor, so the holder's
+/// release does not wake it; its predecessor, admitted at the head, leaves the tombstone when it
+/// releases, and the waiter enters on that deletion alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_waiter_two_back_enters_on_its_predecessors_deletion_alone() {
     use zk_recipes::{Lock, QueueEvent};
@@ -248,16 +271,17 @@ async fn a_waiter_two_back_enters_on_its_predecessors_deletion_alone() {
 
     held.release().await.unwrap();
     let middle_guard = within("middle acquires", middle_task).await.unwrap();
-    // The last one was woken by the holder's deletion (its look-ahead) and listed again: it now
-    // knows its predecessor is the head, and watches it.
-    let moved = within("last moved up", last_events.recv()).await.unwrap();
-    assert!(matches!(moved, QueueEvent::MovedUp { ahead: 1, .. }), "{moved:?}");
-    assert_eq!(last.stats().listings, 2);
+    // The last one was not woken by the holder's release, and listed nothing.
+    assert_eq!(last.stats().listings, 1);
     middle_guard.release().await.unwrap();
     let guard = within("last acquires", last_task).await.unwrap();
     let stats = last.stats();
-    assert_eq!(stats.listings, 2, "no listing after its predecessor's deletion: {stats:?}");
-    assert_eq!(stats.relists_saved, 1, "{stats:?}");
+    assert_eq!(stats.listings, 1, "no listing after its join: {stats:?}");
+    assert_eq!(stats.wakeups, 1, "woken by its predecessor's deletion only: {stats:?}");
+    assert_eq!((stats.relists_saved, stats.behind_head), (1, 1), "{stats:?}");
+    while let Ok(event) = last_events.try_recv() {
+        assert!(!matches!(event, QueueEvent::MovedUp { .. }), "it listed and moved up: {event:?}");
+    }
     assert_eq!(middle.stats().relists_saved, 1, "the middle one entered in one hop too");
     guard.release().await.unwrap();
 }

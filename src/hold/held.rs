@@ -73,11 +73,12 @@ impl Hold {
         max_hold: Option<Duration>,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
-        let EntryParts { conn, path, czxid, own, follow_own, revoked, marks_release } = entry.into_parts();
+        let EntryParts { conn, path, czxid, own, follow_own, revoked, marks_release, tomb } =
+            entry.into_parts();
         let shared = session.shared().clone();
         let hold = Arc::new(Hold {
             _session: session,
-            node: Node { conn, root, path, czxid, marks_release },
+            node: Node { conn, root, path, czxid, marks_release, tomb },
             reentrant,
             local: Mutex::new(Local { count: 1, turn, companions: Vec::new() }),
             monitor: Monitor::new(policy, revocable, revoked, labels),

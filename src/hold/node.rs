@@ -11,4 +11,7 @@ pub(super) struct Node {
     pub(super) czxid: i64,
     /// Whether our releases say they are clean (the lock delay is on: `Conn::send_delete`).
     pub(super) marks_release: bool,
+    /// Whether our delete leaves a tombstone (we were admitted at the head of a queue whose
+    /// waiters watch for them: `Conn::send_delete`).
+    pub(super) tomb: bool,
 }

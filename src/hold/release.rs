@@ -50,7 +50,7 @@ impl Hold {
         SentDelete {
             was_lost: self.current_status() == LockStatus::Lost,
             marked,
-            first: self.node.conn.send_delete(self.path(), marked),
+            first: self.node.conn.send_delete(self.path(), marked, self.node.tomb),
         }
     }
 
@@ -66,7 +66,7 @@ impl Hold {
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
     pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
         let SentDelete { was_lost, marked, first } = sent;
-        let (conn, path) = (&self.node.conn, self.path());
+        let (conn, path, tomb) = (&self.node.conn, self.path(), self.node.tomb);
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
         // else deleted it.
@@ -76,7 +76,7 @@ impl Hold {
             attempts += 1;
             let resend: DeleteFuture = match first.take() {
                 Some(sent) => sent,
-                None => conn.send_delete(path, marked),
+                None => conn.send_delete(path, marked, tomb),
             };
             resend
         });
@@ -99,7 +99,7 @@ impl Hold {
             Err(_) => {
                 let (conn, path, hold) = (conn.clone(), path.to_string(), self.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    conn.delete_quietly_marked(&path, marked).await;
+                    conn.delete_quietly_marked(&path, marked, tomb).await;
                     hold.forget_node();
                 });
                 return Err(Error::ConnectionLoss { op: "delete", path: self.path().to_string() });
@@ -201,10 +201,10 @@ struct ResumeOnDrop {
 impl Drop for ResumeOnDrop {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
-            let (conn, path, marked) =
-                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release);
+            let (conn, path, marked, tomb) =
+                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release, hold.node.tomb);
             hold.janitor.clone().spawn("cancelled release", async move {
-                conn.delete_quietly_marked(&path, marked).await;
+                conn.delete_quietly_marked(&path, marked, tomb).await;
                 hold.forget_node();
             });
         }

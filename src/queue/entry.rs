@@ -319,8 +319,8 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let marked = self.mark.now();
-        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked)).await {
+        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
+        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked, tomb)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -344,16 +344,26 @@ impl Entry {
             follow_own: self.own.follow,
             revoked: self.revoke_requested,
             marks_release: self.mark.on,
+            tomb: self.mark.tomb(),
         }
     }
 }
 
-/// Whether a delete of our node says it is clean: the lock delay is on for its queue, and it
-/// is not within a delay we began (see `Conn::send_delete`).
+/// What a delete of our node says. Whether it is clean: the lock delay is on for its queue, and
+/// it is not within a delay we began. Whether it leaves a tombstone: the queue's waiters watch
+/// for them, and our node was admitted at the head of the queue (see `Conn::send_delete`).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CleanMark {
     /// The queue's lock delay is on.
     pub on: bool,
+    /// Tombstones are on for the queue (no lock delay: `Queue::tombstones`).
+    pub tombstones: bool,
+    /// Our node was admitted at the head of the queue (every node before it was gone), and the
+    /// rule says the waiter behind it watches for its tombstone
+    /// (`Admission::leaves_tombstone`). Set only when that is known (a listing showed our node
+    /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
+    /// of a node further back.
+    pub at_head: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was
     /// clean (that one would enter at once).
@@ -362,8 +372,14 @@ pub(crate) struct CleanMark {
 
 impl CleanMark {
     /// Marks when `on`.
-    pub fn new(on: bool) -> CleanMark {
-        CleanMark { on, after: None }
+    pub fn new(on: bool, tombstones: bool) -> CleanMark {
+        CleanMark { on, tombstones, at_head: false, after: None }
+    }
+
+    /// Whether our delete leaves a tombstone: only a node admitted at the head may say so, for
+    /// the waiter behind it takes it for proof that every node before it is gone.
+    pub fn tomb(&self) -> bool {
+        self.tombstones && self.at_head
     }
 
     /// A node ahead of ours vanished without a clean release: until `delay` from now, our own
@@ -391,6 +407,8 @@ pub(crate) struct EntryParts {
     pub follow_own: bool,
     pub revoked: bool,
     pub marks_release: bool,
+    /// Whether its delete leaves a tombstone (see [`CleanMark::tomb`]).
+    pub tomb: bool,
 }
 
 impl Drop for Entry {
@@ -398,13 +416,13 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let marked = self.mark.now();
+        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
         let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.event.take();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly_marked(&path, marked).await;
+            conn.delete_quietly_marked(&path, marked, tomb).await;
             drop(own);
         });
     }

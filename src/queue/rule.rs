@@ -39,6 +39,19 @@ pub(crate) trait Admission: Send + Sync {
     fn lookahead(&self, _queue: &[QueueNode], _me: usize, _on: usize) -> Option<usize> {
         None
     }
+
+    /// Whether the node at `at` is only ever admitted at the head of the queue (a mutex's, a
+    /// writer's), so that it leaves a tombstone when it releases (`Queue::tombstones`): the
+    /// waiter right behind it, if it has a look-ahead ([`Admission::lookahead`]), watches that
+    /// tombstone's name instead, and proceeds with no listing once the node is gone having left
+    /// one. Then every node before the waiter's is gone and the waiter is the head, which every
+    /// rule admits; a rule says yes only if it needs nothing else of an admission (no
+    /// [`Admission::announce_admission`]). A node that a rule may admit further back (a reader)
+    /// leaves none even when it happens to be admitted at the head: nobody would watch for it.
+    /// `false` (the default): no tombstones.
+    fn leaves_tombstone(&self, _queue: &[QueueNode], _at: usize) -> bool {
+        false
+    }
 }
 
 /// The first `n` in the queue proceed; the others wait on the node `n` places ahead. A mutex and a
@@ -58,5 +71,10 @@ impl Admission for FirstN {
     /// One holder: the node ahead of the one we wait on (see [`Admission::lookahead`]).
     fn lookahead(&self, _queue: &[QueueNode], _me: usize, on: usize) -> Option<usize> {
         on.checked_sub(1).filter(|_| self.0 == 1)
+    }
+
+    /// One holder: admitted only at the head.
+    fn leaves_tombstone(&self, _queue: &[QueueNode], _at: usize) -> bool {
+        self.0 == 1
     }
 }

@@ -23,6 +23,9 @@ pub struct QueueStats {
     /// Of the admissions without a new listing, those that read our own node first, because its
     /// watch could not vouch for it (the connection changed since it was set, say).
     pub own_rereads: u64,
+    /// Of the admissions without a new listing, those behind a node that left having been
+    /// admitted at the head (its tombstone said so), though no listing had shown it there.
+    pub behind_head: u64,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +36,7 @@ pub(crate) struct Counters {
     relists_saved: AtomicU64,
     recoveries: AtomicU64,
     own_rereads: AtomicU64,
+    behind_head: AtomicU64,
 }
 
 /// Which counter to bump.
@@ -44,6 +48,7 @@ pub(crate) enum Count {
     RelistSaved,
     Recovery,
     OwnReread,
+    BehindHead,
 }
 
 impl Counters {
@@ -55,6 +60,7 @@ impl Counters {
             Count::RelistSaved => &self.relists_saved,
             Count::Recovery => &self.recoveries,
             Count::OwnReread => &self.own_rereads,
+            Count::BehindHead => &self.behind_head,
         };
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -67,6 +73,7 @@ impl Counters {
             relists_saved: self.relists_saved.load(Ordering::Relaxed),
             recoveries: self.recoveries.load(Ordering::Relaxed),
             own_rereads: self.own_rereads.load(Ordering::Relaxed),
+            behind_head: self.behind_head.load(Ordering::Relaxed),
         }
     }
 }

@@ -38,6 +38,11 @@ impl Admission for RwRule {
     fn lookahead(&self, queue: &[QueueNode], me: usize, on: usize) -> Option<usize> {
         (queue[me].marker == WRITER).then(|| FirstN(1).lookahead(queue, me, on)).flatten()
     }
+
+    /// A writer is admitted only at the head; a reader may be admitted behind other readers.
+    fn leaves_tombstone(&self, queue: &[QueueNode], at: usize) -> bool {
+        queue[at].marker == WRITER
+    }
 }
 
 /// A read taken under a held write lock: admitted at once (the write lock excludes everyone

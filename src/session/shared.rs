@@ -356,20 +356,49 @@ impl Conn {
     /// data watch on it fires as a data change, never as a deletion, which is what a session's
     /// expiry (or anyone else's delete) fires. Nobody can read the marker: the node is gone in
     /// the same transaction. If our node's ACL does not let us write it, the delete goes alone.
-    pub fn send_delete(&self, path: &str, marked: bool) -> DeleteFuture {
-        if !marked {
+    ///
+    /// `tomb`: the node was admitted at the head of its queue (every node before it gone). The
+    /// same transaction creates and deletes its tombstone (see [`crate::markers::tombstone_of`]),
+    /// so that the waiter behind it, which watches that name,
+    /// hears its creation just before the node's deletion and enters without listing. Still one
+    /// request and one reply. If the tombstone can't be created (an ACL, a node already there),
+    /// the delete goes without it: the waiter behind lists, as after any other deletion.
+    pub fn send_delete(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
+        if !marked && !tomb {
             return Box::pin(self.client.delete(path, None));
         }
         let (client, path) = (self.client.clone(), path.to_string());
         let mut sent: DeleteFuture = Box::pin(async move {
+            let tombstone = tomb.then(|| crate::markers::tombstone_of(&path));
             let mut writer = client.new_multi_writer();
-            writer.add_set_data(&path, crate::markers::RELEASED, None)?;
+            if marked {
+                writer.add_set_data(&path, crate::markers::RELEASED, None)?;
+            }
+            if let Some(tombstone) = &tombstone {
+                let options =
+                    zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+                writer.add_create(tombstone, &[], &options)?;
+                writer.add_delete(tombstone, None)?;
+            }
             writer.add_delete(&path, None)?;
-            match writer.commit().await.map_err(zookeeper_client::Error::from) {
-                // Our node's ACL lets us delete it but not write it: a plain delete, which
-                // waiters take as unclean (they wait: the safe side).
-                Err(zookeeper_client::Error::NoAuth) => client.delete(&path, None).await,
-                other => other.map(drop),
+            match writer.commit().await {
+                Ok(_) => Ok(()),
+                // The tombstone's create failed (an ACL on the parent, a node of that name):
+                // the delete goes without it.
+                Err(zookeeper_client::MultiWriteError::OperationFailed { index, source })
+                    if tombstone.is_some()
+                        && index == usize::from(marked)
+                        && !matches!(source, zookeeper_client::Error::NoNode)
+                        && !crate::error::is_connection_loss(&source) =>
+                {
+                    Conn::without_tombstone(&client, &path, marked).await
+                }
+                Err(e) => match zookeeper_client::Error::from(e) {
+                    // Our node's ACL lets us delete it but not write it: a plain delete, which
+                    // waiters take as unclean (they wait: the safe side).
+                    zookeeper_client::Error::NoAuth => client.delete(&path, None).await,
+                    other => Err(other),
+                },
             }
         });
         // The first poll builds the transaction and sends it.
@@ -379,16 +408,34 @@ impl Conn {
         }
     }
 
+    /// The delete of [`Conn::send_delete`] once its tombstone could not be created.
+    async fn without_tombstone(
+        client: &Client,
+        path: &str,
+        marked: bool,
+    ) -> std::result::Result<(), zookeeper_client::Error> {
+        if !marked {
+            return client.delete(path, None).await;
+        }
+        let mut writer = client.new_multi_writer();
+        writer.add_set_data(path, crate::markers::RELEASED, None)?;
+        writer.add_delete(path, None)?;
+        match writer.commit().await.map_err(zookeeper_client::Error::from) {
+            Err(zookeeper_client::Error::NoAuth) => client.delete(path, None).await,
+            other => other.map(drop),
+        }
+    }
+
     /// Deletes our node at `path`, retrying connection losses; a node already gone is fine, and
     /// one that can't be deleted goes with the session (logged). Untracked either way.
     pub async fn delete_quietly(&self, path: &str) {
-        self.delete_quietly_marked(path, false).await
+        self.delete_quietly_marked(path, false, false).await
     }
 
-    /// As [`Conn::delete_quietly`], saying the delete is clean when `marked` (see
+    /// As [`Conn::delete_quietly`], with what the delete says (`marked`, `tomb`: see
     /// [`Conn::send_delete`]).
-    pub async fn delete_quietly_marked(&self, path: &str, marked: bool) {
-        match crate::util::on_connection_loss(|| self.send_delete(path, marked)).await {
+    pub async fn delete_quietly_marked(&self, path: &str, marked: bool, tomb: bool) {
+        match crate::util::on_connection_loss(|| self.send_delete(path, marked, tomb)).await {
             Ok(()) | Err(zookeeper_client::Error::NoNode) => tracing::trace!(node = path, "deleted"),
             Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
         }

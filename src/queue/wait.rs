@@ -1,0 +1,323 @@
+//! Waiting for our turn (`Queue::wait_turn`): the loop of decisions and waits, and what an
+//! admitted waiter does with the watches it no longer needs.
+
+use zookeeper_client::{Error as ZkError, EventType};
+
+use super::entry::{self, Entry, OwnEvent};
+use super::events::{Progress, QueueEvent};
+use super::rule::{Admission, Decision};
+use super::stats::Count;
+use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Watching, Woke};
+use super::{session_error, Queue};
+use crate::error::{Error, Result};
+use crate::naming::QueueNode;
+use crate::util::{on_connection_loss, poll_now};
+
+impl Queue {
+    /// Waits until `rule` admits our entry, starting from `children` (a listing made after our
+    /// node was created), reporting to `progress` and keeping the lock delay's account there.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the entry is borrowed and stays intact; only the watches on the nodes ahead
+    /// (or a first waiter's child watch) are dropped.
+    pub async fn wait_turn(
+        &self,
+        entry: &mut Entry,
+        rule: &dyn Admission,
+        children: Vec<String>,
+        progress: &mut Progress<'_>,
+    ) -> Result<()> {
+        let mut children = children;
+        // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
+        let mut seen = std::collections::HashMap::new();
+        // Watches set in an earlier round that have not fired: kept, not set again.
+        let mut armed = Armed::new();
+        // A first waiter's child watch on the root, set by its latest listing (see
+        // `watch_children`); not fired yet.
+        let mut listed: Option<ArmedWatch> = None;
+        // The exists watch on the tombstone of the node just ahead (see `Queue::tombstones`), by
+        // that node's name: it fires only if that node leaves having been admitted at the head.
+        let mut tombs = Armed::new();
+        loop {
+            let (watched, decision, report, (at_head_next, leaves), tomb_for) = {
+                let (queue, me, decision) = self.decide(entry, rule, &children)?;
+                let mut tomb_for = None;
+                // Whether our node leaves a tombstone if admitted at the head.
+                let leaves = self.tombstones() && rule.leaves_tombstone(&queue, me);
+                let watched: Vec<String> = match decision {
+                    Decision::Proceed => {
+                        tracing::debug!(position = me, "admitted");
+                        self.keep_leftovers(entry, &mut armed, listed.take());
+                        self.hold_back(entry, progress).await?;
+                        return self.admitted(entry, rule, &queue, me).await;
+                    }
+                    Decision::Wait { on, then_proceed } => {
+                        let mut ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
+                        // With tombstones, the node just ahead tells us itself that it was
+                        // admitted at the head: its tombstone's watch replaces the look-ahead
+                        // (and the listing its firing costs). A waiter without a look-ahead
+                        // (a reader behind a writer) waits as it did.
+                        if self.tombstones()
+                            && ahead.is_some()
+                            && !then_proceed
+                            && on + 1 == me
+                            && rule.leaves_tombstone(&queue, on)
+                        {
+                            tomb_for = Some(queue[on].name.clone());
+                            ahead = None;
+                        }
+                        let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
+                        // With the lock delay, the first waiter (everyone ahead holds) watches
+                        // every holder: any of them vanishing without a clean release must
+                        // hold it back, not only the one it waits on (a writer behind several
+                        // readers).
+                        if self.lock_delay.is_some()
+                            && (0..me).all(|i| rule.decide(&queue, i) == Decision::Proceed)
+                        {
+                            watched.extend((0..me).filter(|i| *i != on && Some(*i) != ahead));
+                        }
+                        watched.into_iter().map(|i| queue[i].name.clone()).collect()
+                    }
+                    Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
+                };
+                tracing::debug!(position = me, watching = watched.len(), "waiting");
+                let report = match progress.listening() {
+                    true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
+                    false => None,
+                };
+                // Entering on the deletion of the node waited on makes us the head when that
+                // node was the head at this listing and we were right behind it.
+                let at_head_next = matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves;
+                (watched, decision, report, (at_head_next, leaves), tomb_for)
+            };
+            // A waiter keeps only what it watches: with many waiters in one process, each
+            // keeping its listing (and the queue parsed from it) would cost memory quadratic in
+            // the queue's length (`tests/memory.rs`).
+            drop(std::mem::take(&mut children));
+            let then_proceed = matches!(decision, Decision::Wait { then_proceed: true, .. });
+            if ((then_proceed || tomb_for.is_some()) && entry.own.event.is_none()) || entry.own.from_listing {
+                // Sent before the watch on the node ahead: see below. A waiter does not keep the
+                // listing's child watch as its own-node watch (it would fire for every join
+                // behind, and for the deletion we wait on, each time costing a read): the data
+                // watch takes over, and the child watch is kept, unpolled, until that one fires
+                // (dropped unfired, it would cost a request to remove it).
+                // (Without the child watch, the slot is empty here: nothing to keep.)
+                let child = entry.own.event.take();
+                entry.send_own_watch();
+                if let (Some(child), Some(own)) = (child, entry.own.event.take()) {
+                    entry.own.event = Some(Box::pin(async move {
+                        let own = own.await;
+                        drop(child);
+                        own
+                    }));
+                }
+                entry.own.from_listing = false;
+            }
+            if self.watches_children(decision) {
+                children = self.watch_children(entry, &mut listed, report, progress).await?;
+                continue;
+            }
+            let watching = Watching { names: &watched, tomb_for: tomb_for.as_deref() };
+            let woke = self
+                .until_any_gone(entry, watching, &mut seen, (&mut armed, &mut tombs), report, progress)
+                .await?;
+            // The node ahead was the head at our listing and is gone: nodes created since are
+            // behind us, so we are the head now, if our own node still exists (someone may have
+            // deleted it in an earlier transaction; then we must not enter). So too when the
+            // node just ahead is gone and its tombstone's creation came first: it was admitted
+            // at the head, every node before it gone (see `Queue::tombstones`). The watch on our
+            // own node, set before the ones on the node ahead, tells us without a request while
+            // it vouches (see `OwnCheck`); else we read our node again.
+            // (The node waited on is the first watched; any other is looked at again.)
+            let behind_head = match (woke, &tomb_for) {
+                (Woke::Deleted(0), _) if then_proceed => Some(at_head_next),
+                (Woke::Deleted(0), Some(name)) => tomb_fired(&mut tombs, name).then_some(leaves),
+                _ => None,
+            };
+            if let Some(at_head) = behind_head {
+                match entry::fired(&mut entry.own.event) {
+                    Some(OwnEvent::Deleted) => return Err(entry.gone()),
+                    Some(OwnEvent::Session(state)) => return Err(session_error(state)),
+                    None if entry.own.check.as_mut().is_some_and(|check| check.vouches()) => {
+                        tracing::debug!("node ahead was the head: admitted without a request");
+                    }
+                    // The data changed (a revocation request?), the watch could not be set, or
+                    // the connection changed since: read our node again, and watch it again.
+                    Some(OwnEvent::Changed) | None => {
+                        self.counters.bump(Count::OwnReread);
+                        entry.watch_self().await?;
+                        tracing::debug!("node ahead was the head: admitted once our node was read");
+                    }
+                }
+                self.counters.bump(Count::RelistSaved);
+                if tomb_for.is_some() && !then_proceed {
+                    self.counters.bump(Count::BehindHead);
+                }
+                entry.mark.at_head = at_head;
+                if let Some(delay) = self.lock_delay {
+                    progress.vanished_unclean(delay, &watched[0]);
+                    entry.mark.hold_back(delay);
+                }
+                // Unfired tombstone watches never fire: dropped (removed), not kept.
+                drop(tombs);
+                self.keep_leftovers(entry, &mut armed, listed.take());
+                return self.hold_back(entry, progress).await;
+            }
+            children = self.list_on(&entry.conn).await?;
+            if let Some(delay) = self.lock_delay {
+                // A watched node that is gone left cleanly if its watch saw a data change (a
+                // clean release is a data change and a delete in one transaction: see
+                // `Conn::send_delete`), and not if it saw a deletion. ZooKeeper delivers a
+                // watch's event before the reply to a later request that shows the change, so
+                // by now its watch has fired, unless it was not set in time (the node was gone
+                // before it): that counts as unclean.
+                for (i, name) in watched.iter().enumerate() {
+                    if children.contains(name) {
+                        continue;
+                    }
+                    let clean = match armed.remove(name).and_then(|mut watch| poll_now(watch.as_mut())) {
+                        Some(event) => event.event_type == EventType::NodeDataChanged,
+                        None => woke == Woke::Changed(Some(i)),
+                    };
+                    if !clean {
+                        progress.vanished_unclean(delay, name);
+                        entry.mark.hold_back(delay);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Once admitted: the watches that have not fired (on nodes ahead, or a first waiter's child
+    /// watch on the root, `listed`) are kept until they fire, by the session. Dropped, each
+    /// would cost a request to remove it; kept, its one event.
+    fn keep_leftovers(&self, entry: &Entry, armed: &mut Armed, listed: Option<ArmedWatch>) {
+        let mut leftovers: Vec<_> =
+            armed.drain().map(|(name, watch)| (self.root.child(&name), watch)).collect();
+        leftovers.extend(listed.map(|watch| (self.root.as_str().to_string(), watch)));
+        entry.conn.keep_until_fired(leftovers);
+    }
+
+    /// Whether a waiter under `decision` waits on a child watch on the root (see
+    /// [`Queue::watch_children`]) rather than a data watch on each node it waits for: a first
+    /// waiter that any of several holders may admit, when no lock delay needs to know how each
+    /// one left (a clean release is a data change: see `wait_turn`).
+    fn watches_children(&self, decision: Decision) -> bool {
+        matches!(decision, Decision::WaitAny { upto } if upto >= 2) && self.lock_delay.is_none()
+    }
+
+    /// A first waiter that any of several holders may admit (a semaphore's) waits for a change
+    /// of the root's children, and lists them again with a new child watch: one listing per
+    /// change, where a data watch on every holder costs a request per holder and leaves the
+    /// others' to remove or to fire. Any change wakes it, a join behind it or a waiter giving up
+    /// included: a notification and a listing each. The first time (`listed` empty: the last listing set no
+    /// watch), it lists at once. Only the first waiter watches the children: a change notifies
+    /// it, and at most the waiters admitted since the last change, whose watches are kept until
+    /// they fire (no herd). A listing and its watch are one step on the server: no change
+    /// after it is missed. (A watch set by an earlier listing than the one decided on fires for
+    /// changes that listing shows already: one listing more, nothing missed.)
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the entry stays intact; the child watch is dropped (removed).
+    async fn watch_children(
+        &self,
+        entry: &mut Entry,
+        listed: &mut Option<ArmedWatch>,
+        report: Option<(bool, usize, String)>,
+        progress: &mut Progress<'_>,
+    ) -> Result<Vec<String>> {
+        if let Some(watch) = listed.take() {
+            if let Some((first, ahead, head)) = report {
+                let holder = entry.conn.client.get_data(&self.root.child(&head)).await.ok();
+                let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
+                // Reported once we watch: whatever the caller does on hearing it, we will see.
+                self.report_wait(&entry.name, progress, (first, ahead), holder, &head);
+            }
+            let event = while_ours_stands(entry, watch).await?;
+            if event.event_type == EventType::Session {
+                return Err(session_error(event.session_state));
+            }
+            self.counters.bump(Count::Wakeup);
+        }
+        self.list_watching(entry, listed).await
+    }
+
+    /// Lists the root's children with a child watch, kept in `listed` (see
+    /// [`Queue::watch_children`]).
+    async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
+        self.counters.bump(Count::Listing);
+        let client = entry.conn.client.clone();
+        match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
+            Ok((children, watcher)) => {
+                *listed = Some(Box::pin(watcher.changed()));
+                Ok(children)
+            }
+            Err(ZkError::NoNode) => Ok(Vec::new()),
+            Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
+        }
+    }
+
+    /// Reports a wait with `ahead` nodes in front of ours (`Queued` when `first`, else
+    /// `MovedUp`), with the participant id of the head of the queue.
+    pub(super) fn report_wait(
+        &self,
+        node: &str,
+        progress: &mut Progress<'_>,
+        (first, ahead): (bool, usize),
+        holder: Option<String>,
+        watching: &str,
+    ) {
+        let watching = watching.to_string();
+        progress.reported(ahead);
+        progress.emit(if first {
+            QueueEvent::Queued { node: node.to_string(), ahead, watching, holder }
+        } else {
+            QueueEvent::MovedUp { ahead, watching, holder }
+        });
+    }
+
+    /// The lock delay: when a node ahead of ours vanished without a clean release, waits out
+    /// the rest of the delay before entering, still watching our own node (its deletion, or
+    /// the session's end, is an error as in any wait).
+    async fn hold_back(&self, entry: &mut Entry, progress: &mut Progress<'_>) -> Result<()> {
+        let Some((until, vanished)) = progress.delay() else { return Ok(()) };
+        let wait = until.saturating_duration_since(std::time::Instant::now());
+        tracing::info!(
+            vanished,
+            wait_ms = wait.as_millis() as u64,
+            "lock delay: a node ahead vanished without a clean release"
+        );
+        let event = QueueEvent::LockDelay { wait, vanished: vanished.to_string() };
+        progress.delayed(wait);
+        progress.emit(event);
+        if entry.own.event.is_none() {
+            // Without it, neither our node's deletion nor the session's end (a close, an
+            // expiry: both delete our node) would end the wait.
+            entry.watch_self().await?;
+        }
+        while_ours_stands(entry, tokio::time::sleep_until(until.into())).await
+    }
+
+    /// Tells waiters behind us that we were admitted, when the rule asks for it.
+    pub async fn admitted(
+        &self,
+        entry: &mut Entry,
+        rule: &dyn Admission,
+        queue: &[QueueNode],
+        me: usize,
+    ) -> Result<()> {
+        if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
+            // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
+            entry.mark.at_head = true;
+        }
+        if rule.announce_admission(queue, me) {
+            let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
+            match on_connection_loss(|| client.set_data(&path, &data, None)).await {
+                Ok(_) => {}
+                Err(ZkError::NoNode) => return Err(Error::NodeDeleted { path }),
+                Err(e) => return Err(Error::from_zk("announce", &path, e)),
+            }
+        }
+        Ok(())
+    }
+}
