@@ -36,6 +36,23 @@ async fn a_creator_only_lock_cannot_be_deleted_or_revoked_by_others() {
         Err(Error::NoAuth { path, .. }) => assert_eq!(path, held.node_path()),
         other => panic!("an unauthenticated client could ask for revocation: {other:?}"),
     }
+    // Nor can it make the holder's tombstone (the name the waiter behind it watches: made only
+    // by a release at the head, in the transaction that deletes the node; forged, it would let
+    // that waiter in early): the lock's directory refuses its creates.
+    let node = held.node_path();
+    let tombstone = format!("/secure/lock/{}.released", &node[node.len() - 10..]);
+    assert_eq!(
+        raw(&intruder)
+            .create(
+                &tombstone,
+                b"",
+                &zk_recipes::zookeeper_client::CreateMode::Persistent.with_acls(Acls::anyone_all())
+            )
+            .await
+            .map(drop),
+        Err(ZkError::NoAuth),
+        "an unauthenticated client made a tombstone in a creator-only lock's directory"
+    );
     // Wrong credentials are a different identity: refused just the same, with a clear error.
     let impostor = connect_as(&c, Some(b"alice:wrong")).await;
     assert_eq!(raw(&impostor).delete(held.node_path(), None).await, Err(ZkError::NoAuth));
