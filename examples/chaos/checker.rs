@@ -127,6 +127,22 @@ fn paused_across(h: &Hold, at: Duration, pauses: &[Pause]) -> Option<String> {
         })
 }
 
+/// A hold that began after its own safe window had ended: its worker read a `safe_until`
+/// already past when it stamped its start (a pause between its acquire and that stamp). It was
+/// never inside its window, so it was told not to act; whatever it wrote is the fenced view's
+/// to judge.
+fn outside_window(h: &Hold) -> Option<String> {
+    (h.deadline <= h.start).then(|| {
+        format!(
+            "{} (pid {}) began outside its own safe window (it ended at {:.2} s, before the hold's start at {:.2} s): told not to act",
+            h.worker,
+            h.pid,
+            h.deadline.as_secs_f64(),
+            h.start.as_secs_f64()
+        )
+    })
+}
+
 /// Every moment a hold started while the holds already inside (of other workers) made a set
 /// the recipe must not admit. `cap(resource)` is a semaphore's maximum, `None` for a lock.
 pub fn overlaps(holds: &[Hold], cap: &dyn Fn(&str) -> Option<u32>, pauses: &[Pause]) -> Vec<Overlap> {
@@ -148,9 +164,25 @@ pub fn overlaps(holds: &[Hold], cap: &dyn Fn(&str) -> Option<u32>, pauses: &[Pau
         let kinds =
             |set: &[usize]| set.iter().map(|&i| holds[i].kind).chain([later.kind]).collect::<Vec<_>>();
         if !admitted(&kinds(&inside), cap) {
+            // A hold that began outside its own safe window was never a holder's.
+            if let Some(why) = outside_window(later) {
+                found.push(Overlap {
+                    resource: later.resource.clone(),
+                    at: later.start,
+                    later: b,
+                    earlier: inside,
+                    explanation: Some(why),
+                });
+                active.push(b);
+                continue;
+            }
             let excused: Vec<(usize, String)> = inside
                 .iter()
-                .filter_map(|&a| paused_across(&holds[a], later.start, pauses).map(|why| (a, why)))
+                .filter_map(|&a| {
+                    paused_across(&holds[a], later.start, pauses)
+                        .or_else(|| outside_window(&holds[a]))
+                        .map(|why| (a, why))
+                })
                 .collect();
             let rest: Vec<usize> =
                 inside.iter().copied().filter(|a| !excused.iter().any(|(e, _)| e == a)).collect();
@@ -394,6 +426,26 @@ mod tests {
         holds[3].end = ms(5000);
         let found = overlaps(&holds, LOCK, &[Pause { pid: 3, from: ms(400), to: ms(3400) }]);
         assert!(found.iter().all(|o| o.explanation.is_none()) && !found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_hold_that_began_outside_its_own_window_is_explained_and_one_inside_is_not() {
+        // The soak's case (2026-11-25): e was admitted, then paused before it stamped its start;
+        // on waking it read a window that had ended at 2300 and stopped; f came in meanwhile.
+        let holds = vec![
+            hold("f", 6, Kind::Exclusive, 3000, 3100, 5000),
+            hold("e", 5, Kind::Exclusive, 3010, 3011, 2300),
+        ];
+        let found = overlaps(&holds, LOCK, &[]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let why = found[0].explanation.as_deref().expect("explained");
+        assert!(why.contains("e (pid 5) began outside its own safe window"), "{why}");
+        // The same hold with its window still open when it began is a violation.
+        let mut holds = holds;
+        holds[1].deadline = ms(3011);
+        let found = overlaps(&holds, LOCK, &[]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].explanation.is_none(), "{found:?}");
     }
 
     #[test]

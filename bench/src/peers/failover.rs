@@ -190,6 +190,11 @@ pub async fn failover(
     let mut handovers = Vec::with_capacity(kills);
     let mut phase = now_ns() | 1;
     for k in 0..kills {
+        // Each follower starts at a random phase of the server's tick: started straight after
+        // the previous expiry (which falls on the tick), a client whose beat is a whole number of
+        // ticks (ours: a fifth of 1, 4 or 10 s) would touch its session just after a tick every
+        // time, and its expiry would always be rounded up by almost a whole tick.
+        tokio::time::sleep(kill_phase(&mut phase, Duration::from_millis(tick))).await;
         let follower = candidate(peer, recipe, (&connect, path), session, k + 1)?;
         participants(&probe, path, 2).await?;
         let sid = leader_session(&probe, path).await;
