@@ -48,6 +48,19 @@ async fn queue(connect: &str, path: &str, holding: Arc<AtomicUsize>) -> Waiter {
     Waiter { session, mutex, events, task, node }
 }
 
+/// A holder on `path` and `n` waiters queued behind it, with the count of holders at once.
+async fn behind_a_holder(connect: &str, path: &str, n: usize) -> (LockGuard, Arc<AtomicUsize>, Vec<Waiter>) {
+    let holding = Arc::new(AtomicUsize::new(0));
+    let holder = InterProcessMutex::new(&session(connect).await, path).unwrap();
+    let guard = holder.acquire().await.unwrap();
+    holding.fetch_add(1, Ordering::SeqCst);
+    let mut waiters = Vec::new();
+    for _ in 0..n {
+        waiters.push(queue(connect, path, holding.clone()).await);
+    }
+    (guard, holding, waiters)
+}
+
 /// Releases `guard`, noting that its holder no longer holds.
 async fn release(guard: LockGuard, holding: &AtomicUsize) {
     assert_eq!(holding.fetch_sub(1, Ordering::SeqCst), 1);
@@ -63,14 +76,7 @@ async fn a_clean_handoff_lists_nothing() {
     let zk = standalone().await;
     let connect = zk.connect_string();
     let path = "/locks/handoff-clean";
-    let holding = Arc::new(AtomicUsize::new(0));
-    let holder = InterProcessMutex::new(&session(&connect).await, path).unwrap();
-    let mut guard = holder.acquire().await.unwrap();
-    holding.fetch_add(1, Ordering::SeqCst);
-    let mut waiters = Vec::new();
-    for _ in 0..WAITERS {
-        waiters.push(queue(&connect, path, holding.clone()).await);
-    }
+    let (mut guard, holding, mut waiters) = behind_a_holder(&connect, path, WAITERS).await;
     for waiter in &mut waiters {
         release(guard, &holding).await;
         guard = within("next in line", &mut waiter.task).await.unwrap();
@@ -103,14 +109,7 @@ async fn an_unclean_departure_still_lists_and_stays_correct() {
     let zk = standalone().await;
     let connect = zk.connect_string();
     let path = "/locks/handoff-unclean";
-    let holding = Arc::new(AtomicUsize::new(0));
-    let holder = InterProcessMutex::new(&session(&connect).await, path).unwrap();
-    let mut guard = holder.acquire().await.unwrap();
-    holding.fetch_add(1, Ordering::SeqCst);
-    let mut waiters = Vec::new();
-    for _ in 0..WAITERS {
-        waiters.push(queue(&connect, path, holding.clone()).await);
-    }
+    let (mut guard, holding, mut waiters) = behind_a_holder(&connect, path, WAITERS).await;
     // Waiter 1 gives up; waiter 3's session closes. Waiters 2 and 4 each list again, and move
     // up to watch the node ahead of the one that left, while the holder still holds.
     let gone_up = waiters.remove(1);
