@@ -57,9 +57,11 @@ async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> 
             tokio::spawn(async move { mutex.acquire().await?.release().await })
         })
         .collect();
-    // Each waiter watches the node ahead of it once it has listed the queue and parsed it: n
-    // paths, one watch each (the first waiter's watch on its own node, if any, adds one).
-    eventually("every waiter watching", || async { total_watches(zk).await >= watches + n }).await;
+    // Once it has listed the queue and parsed it, each waiter watches the node ahead of it and
+    // that node's tombstone's name (the waiter behind a node moves up on its tombstone without
+    // listing): two watches a waiter, less the one path already watched when we counted (one
+    // session: a path's watch counts once).
+    eventually("every waiter watching", || async { total_watches(zk).await >= watches + 2 * n - 1 }).await;
     let queued = LIVE.load(Ordering::Relaxed);
     holder.release().await.unwrap();
     for w in waiters {
