@@ -164,30 +164,22 @@ pub fn overlaps(holds: &[Hold], cap: &dyn Fn(&str) -> Option<u32>, pauses: &[Pau
         let kinds =
             |set: &[usize]| set.iter().map(|&i| holds[i].kind).chain([later.kind]).collect::<Vec<_>>();
         if !admitted(&kinds(&inside), cap) {
-            // A hold that began outside its own safe window was never a holder's.
-            if let Some(why) = outside_window(later) {
-                found.push(Overlap {
-                    resource: later.resource.clone(),
-                    at: later.start,
-                    later: b,
-                    earlier: inside,
-                    explanation: Some(why),
-                });
-                active.push(b);
-                continue;
-            }
-            let excused: Vec<(usize, String)> = inside
-                .iter()
-                .filter_map(|&a| {
-                    paused_across(&holds[a], later.start, pauses)
-                        .or_else(|| outside_window(&holds[a]))
-                        .map(|why| (a, why))
-                })
-                .collect();
-            let rest: Vec<usize> =
-                inside.iter().copied().filter(|a| !excused.iter().any(|(e, _)| e == a)).collect();
-            let explanation = admitted(&kinds(&rest), cap)
-                .then(|| excused.into_iter().map(|(_, why)| why).collect::<Vec<_>>().join("; "));
+            // A hold that began outside its own safe window was never a holder's; else the
+            // holders inside that a pause (or that) excuses.
+            let explanation = outside_window(later).or_else(|| {
+                let excused: Vec<(usize, String)> = inside
+                    .iter()
+                    .filter_map(|&a| {
+                        paused_across(&holds[a], later.start, pauses)
+                            .or_else(|| outside_window(&holds[a]))
+                            .map(|why| (a, why))
+                    })
+                    .collect();
+                let rest: Vec<usize> =
+                    inside.iter().copied().filter(|a| !excused.iter().any(|(e, _)| e == a)).collect();
+                admitted(&kinds(&rest), cap)
+                    .then(|| excused.into_iter().map(|(_, why)| why).collect::<Vec<_>>().join("; "))
+            });
             found.push(Overlap {
                 resource: later.resource.clone(),
                 at: later.start,

@@ -52,21 +52,22 @@ async fn participants(probe: &Client, path: &str, n: usize) -> Result<(), String
     Ok(())
 }
 
-/// A delay uniform in [0, `session`) before a kill (splitmix64 over `state`).
+/// A duration uniform in [0, `span`) (splitmix64 over `state`): the random delay before each
+/// kill (in [0, session timeout)), and each follower's start phase (in [0, tick)).
 ///
-/// Without it the kill fell at the same phase of the server's expiry grid every time: the server
+/// Without the first, the kill fell at the same phase of the server's expiry grid every time: the server
 /// expires sessions only at multiples of its tick (200 ms), our session's beat and the client
 /// crate's idle ping both repeat every fifth of the timeout (one tick at 1 s), and each follower
 /// starts a fixed few ms after the previous expiry, so the killed leader had always just been
 /// heard and its expiry was rounded up by almost a whole tick. A kill at a random moment, as a
 /// crash comes, measures every peer at every phase.
-fn kill_phase(state: &mut u64, session: Duration) -> Duration {
+fn uniform_below(state: &mut u64, span: Duration) -> Duration {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
-    session.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
+    span.mul_f64((z >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// One kill, and where its handover went. With `quiet` the time from the last reply the server
@@ -167,7 +168,7 @@ fn leader_at(line: &str) -> Result<u64, String> {
 }
 
 /// Leader failover after a kill: two candidates, each in its own process with a `session`
-/// timeout; once both are in, after a random delay ([`kill_phase`]), the leader's process is
+/// timeout; once both are in, after a random delay ([`uniform_below`]), the leader's process is
 /// killed (SIGKILL), and the handover is the time from the kill to the follower's task
 /// starting, with its [`Split`] (`cons` read just before the kill). A new follower joins before
 /// the next kill.
@@ -194,11 +195,11 @@ pub async fn failover(
         // the previous expiry (which falls on the tick), a client whose beat is a whole number of
         // ticks (ours: a fifth of 1, 4 or 10 s) would touch its session just after a tick every
         // time, and its expiry would always be rounded up by almost a whole tick.
-        tokio::time::sleep(kill_phase(&mut phase, Duration::from_millis(tick))).await;
+        tokio::time::sleep(uniform_below(&mut phase, Duration::from_millis(tick))).await;
         let follower = candidate(peer, recipe, (&connect, path), session, k + 1)?;
         participants(&probe, path, 2).await?;
         let sid = leader_session(&probe, path).await;
-        tokio::time::sleep(kill_phase(&mut phase, session)).await;
+        tokio::time::sleep(uniform_below(&mut phase, session)).await;
         // Read as close to the kill as we can (a reply after it and before the kill is missed:
         // `quiet` would read too long by up to one ping period, rarely).
         let cons = zk.four_letter(0, "cons").await.unwrap_or_default();
@@ -277,7 +278,7 @@ mod tests {
     #[test]
     fn kill_phases_cover_the_session_timeout_and_stay_below_it() {
         let mut state = 12_345;
-        let draws: Vec<Duration> = (0..1_000).map(|_| kill_phase(&mut state, FAILOVER_SESSION)).collect();
+        let draws: Vec<Duration> = (0..1_000).map(|_| uniform_below(&mut state, FAILOVER_SESSION)).collect();
         assert!(draws.iter().all(|d| *d < FAILOVER_SESSION));
         let tenth = FAILOVER_SESSION / 10;
         assert!(draws.iter().any(|d| *d < tenth), "no draw in the first tenth");
