@@ -1,7 +1,7 @@
 //! When the command must be dead after a loss: the kill deadline, bounded by the session.
 //!
 //! The server cannot expire our session before `safe_until` (the send time of our latest
-//! request that got a reply, plus the negotiated session timeout), so nobody else can hold the
+//! request proven to have reached the ZooKeeper leader, plus the negotiated session timeout), so nobody else can hold the
 //! lock before then. The command gets SIGTERM as soon as the loss is noticed, and SIGKILL at
 //! [`kill_at`]: after `--grace`, but never later than `safe_until − margin`.
 
@@ -35,11 +35,12 @@ pub fn kill_at(noticed: Instant, grace: Duration, safe_until: Option<Instant>, m
 
 /// How much grace a command can get at best after a loss, for the warning at start: the
 /// session timeout less the time the client takes to notice a dead connection (about 2/5 of
-/// the timeout in `zookeeper-client`), less the heartbeat's staleness (a tenth), less the
-/// margin. Zero means a lost command is killed at once.
+/// the timeout in `zookeeper-client`), less the staleness of the proven contact (up to 2/5 of
+/// the timeout: `Session::last_contact`), less the margin. Zero means a lost command is killed
+/// at once.
 pub fn best_grace(session_timeout: Duration, margin: Duration) -> Duration {
     let detection = session_timeout * 2 / 5;
-    let staleness = session_timeout / 10;
+    let staleness = session_timeout * 2 / 5;
     session_timeout.saturating_sub(detection).saturating_sub(staleness).saturating_sub(margin)
 }
 
@@ -96,6 +97,6 @@ mod tests {
             best_grace(Duration::from_millis(400), default_margin(Duration::from_millis(400))),
             Duration::ZERO
         );
-        assert_eq!(best_grace(Duration::from_secs(10), default_margin(Duration::from_secs(10))), 4 * S);
+        assert_eq!(best_grace(Duration::from_secs(10), default_margin(Duration::from_secs(10))), S);
     }
 }

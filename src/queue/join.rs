@@ -60,7 +60,6 @@ impl Queue {
         loop {
             let parent = parent_first.then(|| client.create(self.root.as_str(), &[], &self.parent_options()));
             self.counters.bump(Count::Create);
-            let sent = std::time::Instant::now();
             let create = client.create(&create_path, data, &options);
             // Pipelined: sent now, answered after the create. With the root's version too, when
             // the root must carry data (the same packets; see `verify_root`).
@@ -120,7 +119,6 @@ impl Queue {
             }
             match created {
                 Ok((stat, seq)) => {
-                    conn.note_contact(sent);
                     let mut name = node_prefix;
                     match i32::try_from(seq.into_i64()) {
                         Ok(seq) => crate::naming::push_sequence_text(&mut name, seq),

@@ -12,6 +12,7 @@ mod guess;
 mod listeners;
 mod nodelay;
 mod parked;
+mod proof;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]
@@ -50,8 +51,9 @@ use crate::util::lock;
 /// * **Every change is reported**: [`Session::states`] (the latest) and [`Session::events`]
 ///   (each one). See [`ConnectionState`] for the diagram and Curator's equivalents.
 /// * **The safe window**: [`Session::safe_until`] is the instant before which the server cannot
-///   have expired this session (the send time of our latest answered request plus the negotiated
-///   timeout): work that must stop before anyone else may take our locks must stop before it.
+///   have expired this session (the send time of our latest request proven to have reached the
+///   leader, plus the negotiated timeout): work that must stop before anyone else may take our
+///   locks must stop before it.
 ///
 /// Dropping every clone closes the session in the background; [`Session::close`] closes it and
 /// waits.
@@ -143,9 +145,11 @@ impl Session {
     /// # Cancel safety
     /// Cancel-safe: dropping the future abandons the attempt.
     pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Session> {
+        // The session cannot have been touched by its leader before we asked for it.
+        let asked = std::time::Instant::now();
         let client = open_client(connect, options).await?;
         let shared = Shared::new(connect, options);
-        let conn = shared.install(client, 1);
+        let conn = shared.install(client, 1, asked);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
         crate::metrics::session(ConnectionState::Connected, 1);
@@ -230,22 +234,31 @@ impl Session {
         self.handle.shared.options.session_timeout
     }
 
-    /// The send time of the latest request of the current session that got an answer (the
-    /// session pings on its own every fifth of the timeout, so this stays fresh while connected).
+    /// The send time of the latest request of the current session proven to have reached the
+    /// ZooKeeper leader, which is the server that expires sessions; at first, when the session
+    /// was asked for.
+    ///
+    /// The session beats with a `sync` a quarter of the timeout after the previous one was
+    /// answered. A follower forwards a `sync` to the leader, but tells the leader of our
+    /// requests only in its replies to the leader's pings. So each answered beat proves the
+    /// beat two before it, and this lags the latest answer by about half the timeout while
+    /// connected. An answer from a follower that the leader no longer hears proves nothing, and
+    /// this stops moving. docs/safety.md, "The safe window", gives the argument.
     pub fn last_contact(&self) -> Option<Instant> {
         self.handle.shared.last_contact(self.generation())
     }
 
-    /// [`Session::last_contact`] as a channel: it changes with every answered beat (and goes to
-    /// `None` when a new session starts), for a watchdog that must act when answers stop coming.
+    /// [`Session::last_contact`] as a channel: it changes with every proof (and is set to when
+    /// the new session was asked for when one starts), for a watchdog that must act when answers stop coming.
     pub fn contacts(&self) -> watch::Receiver<Option<Instant>> {
         self.handle.shared.contact.channel.subscribe()
     }
 
     /// The instant before which the server cannot expire the current session:
     /// [`Session::last_contact`] plus the negotiated timeout. It carries **no margin**: subtract
-    /// your own (scheduling delays, the time it takes to stop what you run). `None` before the
-    /// first answer, while a new session is being started, and after close.
+    /// your own (scheduling delays, the time it takes to stop what you run). While connected it
+    /// stays between about half the timeout and the whole of it ahead (see
+    /// [`Session::last_contact`]). `None` while a new session is being started, and after close.
     pub fn safe_until(&self) -> Option<Instant> {
         self.handle.shared.safe_until(self.generation())
     }

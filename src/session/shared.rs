@@ -54,10 +54,11 @@ pub(super) struct Reports {
     pub(super) suspended: Mutex<bool>,
 }
 
-/// What the safe window is computed from: the latest answered request, and the negotiated
-/// timeout.
+/// What the safe window is computed from: the latest contact proven to have reached the leader
+/// (`proof.rs`), and the negotiated timeout.
 pub(super) struct Contact {
-    /// The generation and send time of our latest answered request.
+    /// The generation and the send time of our latest request proven to have reached the
+    /// leader (at first, when we asked for the session).
     last: Mutex<(u64, Option<Instant>)>,
     /// The same send time, as a channel (`None` between sessions).
     pub(super) channel: watch::Sender<Option<Instant>>,
@@ -95,7 +96,10 @@ impl Shared {
     /// Makes `client` the current one, as generation `generation`. Warns when the server granted
     /// another session timeout than the one asked for (once, and again if a later session gets
     /// yet another).
-    pub(super) fn install(self: &Arc<Self>, client: Client, generation: u64) -> Conn {
+    ///
+    /// `asked`: when we asked for the session. The leader created it later, so it expires no
+    /// earlier than `asked` plus its timeout: the first contact.
+    pub(super) fn install(self: &Arc<Self>, client: Client, generation: u64, asked: Instant) -> Conn {
         let negotiated = client.session_timeout();
         let requested = self.options.session_timeout;
         let before = self.contact.timeout_ms.swap(negotiated.as_millis() as u64, Ordering::SeqCst);
@@ -111,8 +115,8 @@ impl Shared {
                  (Session::session_timeout)"
             );
         }
-        *lock(&self.contact.last) = (generation, None);
-        self.contact.channel.send_replace(None);
+        *lock(&self.contact.last) = (generation, Some(asked));
+        self.contact.channel.send_replace(Some(asked));
         let conn = Conn::new(client, generation, self);
         *lock(&self.current) = Some(conn.clone());
         conn
@@ -197,7 +201,8 @@ impl Shared {
         }
     }
 
-    /// Records that a request of `generation` sent at `sent` was answered.
+    /// Records that a request of `generation` sent at `sent` is proven to have reached the
+    /// leader (`proof.rs`).
     pub(crate) fn note_contact(&self, generation: u64, sent: Instant) {
         let mut contact = lock(&self.contact.last);
         if contact.0 == generation && contact.1.is_none_or(|last| last < sent) {
@@ -328,7 +333,7 @@ impl Conn {
         }
     }
 
-    /// A request of this generation sent at `sent` got an answer.
+    /// A request of this generation sent at `sent` is proven to have reached the leader.
     pub fn note_contact(&self, sent: Instant) {
         if let Some(shared) = self.shared() {
             shared.note_contact(self.generation, sent);

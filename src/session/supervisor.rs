@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use zookeeper_client::{SessionState, StateWatcher};
 
 use super::connect::open_client;
+use super::proof::BeatChain;
 use super::shared::{Conn, Shared};
 use crate::status::ConnectionState;
 use crate::util::lock;
@@ -40,8 +41,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
         drop(conn);
         shared.publish_unsuspended(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
-            Some(client) => {
-                conn = shared.install(client, generation + 1);
+            Some((client, asked)) => {
+                conn = shared.install(client, generation + 1, asked);
                 states = conn.client.state_watcher();
                 shared.nodelay().await;
                 tracing::info!(
@@ -62,9 +63,12 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
 /// first had it done after `states` was made, so any reconnection since is a change here.
 ///
 /// The generation is suspended while its connection is down or its safe window has passed
-/// (`window.rs`): a timer at the window's end suspends it if no answer came meanwhile, and it
+/// (`window.rs`): a timer at the window's end suspends it if no proof came meanwhile, and it
 /// is reported `Reconnected` only once connected with the window open again (a beat is sent at
-/// once to open it after a reconnection that found it passed).
+/// once after a reconnection that found it passed).
+///
+/// Beats (`sync`s) go one at a time, each a twentieth of the timeout after the last one's
+/// answer: each answer proves that an earlier beat reached the leader (`proof.rs`).
 async fn serve(
     shared: &Arc<Shared>,
     conn: &Conn,
@@ -72,12 +76,10 @@ async fn serve(
     closing: &mut watch::Receiver<bool>,
 ) -> Ended {
     let generation = conn.generation;
-    // The client pings after 3/20 of the timeout of idleness; our own beat, every fifth of the
-    // timeout, is what tells us when the server last heard us (see `Session::safe_until`).
-    let period = (conn.client.session_timeout() / 5).max(Duration::from_millis(10));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut chain = BeatChain::new(conn.client.session_timeout());
+    let (done, mut answers) = mpsc::unbounded_channel();
     let mut beat: Option<JoinHandle<()>> = None;
+    let mut next_beat = Instant::now();
     let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
     let mut changed = false;
@@ -90,27 +92,30 @@ async fn serve(
         match state {
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
             SessionState::Disconnected => shared.suspend(generation),
-            // Connected: resume if suspended. Back, but the window passed meanwhile: a beat's
-            // answer opens it (and resumes).
-            _ if connected && !shared.resume(generation) && beat.as_ref().is_none_or(|b| b.is_finished()) => {
-                beat = Some(heartbeat(conn));
-            }
+            // Connected: resume if suspended. Back, but the window passed meanwhile: beat now
+            // (the proofs that open it again follow).
+            _ if connected && !shared.resume(generation) => next_beat = next_beat.min(Instant::now()),
             _ => {}
         }
-        // The window's end, while not suspended: if no answer moved it by then, suspend.
+        // The window's end, while not suspended: if no proof moved it by then, suspend.
         let window_end = (!shared.is_suspended()).then(|| shared.safe_until(generation)).flatten();
+        let beat_due = beat.is_none().then_some(next_beat);
         tokio::select! {
             _ = closing.wait_for(|c| *c) => break Ended::Closed,
             next = states.changed() => {
                 state = next;
                 changed = true;
             }
-            _ = tick.tick() => {
-                if beat.as_ref().is_none_or(|b| b.is_finished()) {
-                    beat = Some(heartbeat(conn));
+            _ = sleep_until_some(beat_due) => beat = Some(heartbeat(conn, done.clone())),
+            Some(answer) = answers.recv() => {
+                beat = None;
+                let now = Instant::now();
+                if let Some(proven) = answer.and_then(|(sent, at)| chain.answered(sent, at)) {
+                    conn.note_contact(proven);
                 }
+                next_beat = now + chain.period();
             }
-            // An answer: the window moved (and may open again after a lapse).
+            // A proof: the window moved (and may open again after a lapse).
             _ = contacts.changed() => {}
             _ = sleep_until_some(window_end) => shared.check_window(generation),
         }
@@ -129,38 +134,33 @@ async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
-/// One cheap read; its send time becomes the last contact when it is answered.
-fn heartbeat(conn: &Conn) -> JoinHandle<()> {
-    let sent = Instant::now();
-    let answer = conn.client.check_stat("/");
-    let conn = conn.clone();
+/// One `sync`, which the leader answers (a follower forwards it): on `done`, its send and
+/// answer times, or `None` when it was not answered.
+fn heartbeat(conn: &Conn, done: mpsc::UnboundedSender<Option<(Instant, Instant)>>) -> JoinHandle<()> {
+    let client = conn.client.clone();
     tokio::spawn(async move {
-        match answer.await {
-            Ok(_) => conn.note_contact(sent),
-            // A server error code is an answer too.
-            Err(e) if !crate::error::is_connection_loss(&e) && !is_session_end(&e) => conn.note_contact(sent),
-            Err(_) => {}
-        }
+        let sent = Instant::now();
+        // Only a success proves the leader processed it on a live session: an error may come
+        // from the server we are connected to alone.
+        let answered = client.sync("/").await.is_ok().then(|| (sent, Instant::now()));
+        let _ = done.send(answered);
     })
 }
 
-fn is_session_end(e: &zookeeper_client::Error) -> bool {
-    use zookeeper_client::Error as Zk;
-    matches!(e, Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved | Zk::AuthFailed)
-}
-
-/// Starts a new session, backing off between failed attempts; `None` once closed.
+/// Starts a new session, backing off between failed attempts; `None` once closed. With the
+/// client, when the attempt that made it began.
 async fn renew(
     shared: &Arc<Shared>,
     closing: &mut watch::Receiver<bool>,
-) -> Option<zookeeper_client::Client> {
+) -> Option<(zookeeper_client::Client, Instant)> {
     let (initial, max) = shared.options.backoff;
     let mut delay = initial;
     loop {
+        let asked = Instant::now();
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
             opened = open_client(&shared.connect, &shared.options) => match opened {
-                Ok(client) => return Some(client),
+                Ok(client) => return Some((client, asked)),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },
         }

@@ -1,0 +1,130 @@
+//! What an answered beat proves about the leader's clock for our session.
+//!
+//! The server that expires a session is the leader, and it counts the session timeout from the
+//! last *touch* that reached it. A follower touches our session when one of our requests arrives,
+//! but the leader hears of that touch only in the follower's reply to the leader's next ping
+//! (the leader pings every half tick). A follower cut off *towards* the leader keeps answering
+//! our reads while the leader expires us: a read's answer proves nothing about the leader.
+//!
+//! A beat is a `sync`: the follower forwards it to the leader and answers only after the
+//! leader's answer, so an answered beat proves that the leader processed it on a live session.
+//! Three beats `j`, `m`, `k` answered in turn, with `m` sent at least half a tick after `j` was
+//! answered, prove that `j`'s touch reached the leader before `k` did:
+//! * the leader sent a ping in `(j answered, m sent)`, and the follower had `j`'s touch then;
+//! * that ping is ahead of the leader's answer to `m` on the leader→follower stream, so the
+//!   follower replied to it (with `j`'s touch) before it answered `m`, hence before it forwarded
+//!   `k` on the follower→leader stream;
+//! * the leader processed `k` on a live session, so the touch was applied: the session expires
+//!   no earlier than `j`'s send time plus the session timeout.
+//!
+//! A reconnection between them only helps: the new server revalidates the session with the
+//! leader (a touch there) after the old connection's last answer.
+//!
+//! The half tick is bounded by a quarter of the session timeout: ZooKeeper grants a session at
+//! least two ticks (`minSessionTimeout`'s default). docs/safety.md states the assumption.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// Answered beats of one session, and the send time they prove reached the leader.
+#[derive(Debug)]
+pub(super) struct BeatChain {
+    /// The least time from one beat's answer to a later beat's send for the ping argument.
+    spacing: Duration,
+    /// The time from one beat's answer to the next beat's send.
+    period: Duration,
+    /// `(sent, answered)` of the latest answered beats, oldest first.
+    answered: VecDeque<(Instant, Instant)>,
+}
+
+/// How many answered beats are kept: `j` lies `spacing / period` (5) beats before `m`, more
+/// when a reconnection (which beats at once) brought some closer.
+const KEPT: usize = 16;
+
+impl BeatChain {
+    /// A chain for a session timeout of `timeout`.
+    pub(super) fn new(timeout: Duration) -> BeatChain {
+        BeatChain {
+            spacing: spacing(timeout),
+            period: (timeout / 20).max(Duration::from_millis(10)),
+            answered: VecDeque::with_capacity(KEPT),
+        }
+    }
+
+    /// The time from a beat's answer to the next beat's send: a twentieth of the timeout (at
+    /// least 10 ms). The proven contact then lags the latest answer by `spacing` plus two to
+    /// three periods (and round trips): 0.35 to 0.4 of the timeout.
+    pub(super) fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Records that a beat sent at `sent` was answered at `at`; returns the latest send time
+    /// proven to have reached the leader, if any.
+    pub(super) fn answered(&mut self, sent: Instant, at: Instant) -> Option<Instant> {
+        // `m`: the latest beat answered before this one (`k`) was sent.
+        let proven =
+            self.answered.iter().rev().find(|(_, answered)| *answered <= sent).and_then(|&(m_sent, _)| {
+                // `j`: the latest beat answered at least `spacing` before `m` was sent.
+                self.answered
+                    .iter()
+                    .rev()
+                    .find(|(_, answered)| *answered + self.spacing <= m_sent)
+                    .map(|&(j_sent, _)| j_sent)
+            });
+        if self.answered.len() == KEPT {
+            self.answered.pop_front();
+        }
+        self.answered.push_back((sent, at));
+        proven
+    }
+}
+
+/// A quarter of the session timeout (at least 10 ms): ZooKeeper's leader pings every half tick,
+/// and a session is granted at least two ticks.
+fn spacing(timeout: Duration) -> Duration {
+    (timeout / 4).max(Duration::from_millis(10))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(base: Instant, ms: u64) -> Instant {
+        base + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn the_third_spaced_beat_proves_the_first() {
+        let base = Instant::now();
+        let mut chain = BeatChain::new(Duration::from_millis(4_000)); // spacing 1 s
+        assert_eq!(chain.answered(at(base, 0), at(base, 10)), None);
+        // `m` sent 1 s after the first answer: the first is not proven yet (no `k`).
+        assert_eq!(chain.answered(at(base, 1_010), at(base, 1_020)), None);
+        assert_eq!(chain.answered(at(base, 2_020), at(base, 2_030)), Some(at(base, 0)));
+        assert_eq!(chain.answered(at(base, 3_030), at(base, 3_040)), Some(at(base, 1_010)));
+    }
+
+    #[test]
+    fn beats_closer_than_the_spacing_prove_an_older_beat_or_nothing() {
+        let base = Instant::now();
+        let mut chain = BeatChain::new(Duration::from_millis(4_000));
+        assert_eq!(chain.answered(at(base, 0), at(base, 10)), None);
+        // `m` sent 500 ms after the first answer: no ping is known to lie between them.
+        assert_eq!(chain.answered(at(base, 510), at(base, 520)), None);
+        assert_eq!(chain.answered(at(base, 530), at(base, 540)), None);
+        // `m` (sent at 1,030) is 1 s after the first answer: the first is proven, not later ones.
+        assert_eq!(chain.answered(at(base, 1_030), at(base, 1_040)), None);
+        assert_eq!(chain.answered(at(base, 1_050), at(base, 1_060)), Some(at(base, 0)));
+    }
+
+    #[test]
+    fn a_beat_answered_after_the_next_was_sent_is_no_witness() {
+        let base = Instant::now();
+        let mut chain = BeatChain::new(Duration::from_millis(4_000));
+        chain.answered(at(base, 0), at(base, 10));
+        chain.answered(at(base, 1_010), at(base, 3_000));
+        // Sent before the previous beat's answer: that beat cannot serve as `m`, and the first
+        // beat's answer is not `spacing` before its own send.
+        assert_eq!(chain.answered(at(base, 900), at(base, 3_010)), None);
+    }
+}
