@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
-use crate::hold::Hold;
+use crate::hold::{Hold, Limit};
 use crate::metrics::Labels;
 pub(crate) use crate::naming::{NameScheme, QueueNode};
 use crate::options::LockOptions;
@@ -108,8 +108,8 @@ pub(crate) struct LockCore {
     reentrant: bool,
     /// Whether holds report revocation requests ([`LockOptions::revocable`]).
     revocable: bool,
-    /// How long a hold may last ([`LockOptions::max_hold`]).
-    max_hold: Option<std::time::Duration>,
+    /// How long a hold may last ([`LockOptions::max_hold`]), and who then deletes its node.
+    max_hold: Option<Limit>,
     /// A fair (FIFO) local queue in front of the ZooKeeper queue: only the task whose turn it is
     /// has a node, so many tasks on one handle cost one node at a time, and exclude each other.
     turn: Option<Arc<tokio::sync::Mutex<()>>>,
@@ -149,11 +149,20 @@ impl LockCore {
             recipe: spec.recipe,
             reentrant: spec.reentrant,
             revocable: options.revocable,
-            max_hold: options.max_hold,
+            max_hold: options.max_hold.map(Limit::new),
             turn: spec.exclusive.then(|| Arc::new(tokio::sync::Mutex::new(()))),
             current: Mutex::new(Weak::new()),
             labels: Labels::new(spec.recipe, options.role.as_ref()),
         }
+    }
+
+    /// This core's holds, at their maximum hold ([`LockOptions::max_hold`]), are left to their
+    /// owner to end: the status turns `Lost` (the owner's cue), and the node stands until the
+    /// owner releases the guard, which deletes it as a release after a loss (not clean, so a
+    /// lock delay applies). A leader selector's: it stops its task before its node goes.
+    pub fn owner_ends_at_limit(mut self) -> LockCore {
+        self.max_hold = self.max_hold.map(Limit::owner_deletes);
+        self
     }
 
     /// The lock path.

@@ -111,7 +111,9 @@ impl LockOptions {
     /// `zk_recipes_holds_lost_total` with cause `max_hold`), [`crate::LockGuard::lost`]
     /// resolves, [`crate::LockGuard::safe_until`] is `None`, and our node is deleted at once,
     /// which admits the next waiter. Releasing the guard afterwards returns
-    /// [`crate::Error::LockLost`], as after any loss.
+    /// [`crate::Error::LockLost`], as after any loss. (A [`crate::LeaderSelector`] owns the
+    /// work it guards, and ends it first: it stops its task, then deletes the node; see
+    /// [`crate::SelectorOptions::max_hold`].)
     ///
     /// The limit only ever ends a hold earlier: it keeps nothing alive, so a hold whose
     /// session expires first is lost then (cause `session_expired`), as without a limit. It

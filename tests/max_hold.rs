@@ -186,3 +186,96 @@ async fn a_latch_loses_leadership_at_its_limit() {
     assert!(losses("leader-latch", "latch", "max_hold") >= 1);
     latch.close().await;
 }
+
+/// What two candidates' leadership bodies share: the overlap detector, and a count of terms
+/// begun that a body's drop guard can block on (it runs in `Drop`, so it cannot await).
+#[derive(Default)]
+struct Terms {
+    overlap: Overlap,
+    begun: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl Terms {
+    /// A term's task begins: counted, and whoever waits for the next term is woken.
+    fn begin(self: &std::sync::Arc<Self>) -> InTerm {
+        self.overlap.enter();
+        let mut begun = self.begun.lock().unwrap();
+        *begun += 1;
+        self.changed.notify_all();
+        InTerm { terms: self.clone(), mine: *begun }
+    }
+}
+
+/// Leaves the term when the task's future is dropped (it is aborted: the body never returns).
+/// Before it leaves, it holds the task's end back a while, waiting for another term to begin:
+/// a selector that deleted its node before its task had stopped lets the next leader in right
+/// then, while this one is still in its term, which the overlap detector counts. A selector
+/// that stops its task first waits for this drop to finish: nobody can begin meanwhile, and the
+/// wait runs out. (This bound is not a timing assertion: it only gives the wrong order room to
+/// show, and on a correct selector it always runs out.)
+struct InTerm {
+    terms: std::sync::Arc<Terms>,
+    mine: usize,
+}
+
+impl Drop for InTerm {
+    fn drop(&mut self) {
+        let begun = self.terms.begun.lock().unwrap();
+        let room = Duration::from_secs(2);
+        let _ = self.terms.changed.wait_timeout_while(begun, room, |begun| *begun == self.mine).unwrap();
+        self.terms.overlap.exit();
+    }
+}
+
+/// The soak's finding: at a selector term's limit, the next leader began while the old
+/// leader's task still ran. The selector must stop its task (aborted here: the body never
+/// returns, nor heeds `stopped()`), and await its end, before its node goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_selector_term_at_its_limit_stops_its_task_before_the_next_leader_begins() {
+    snapshotter();
+    let zk = standalone().await;
+    let terms = std::sync::Arc::new(Terms::default());
+    let candidate = |id: &'static str| {
+        let terms = terms.clone();
+        let zk = zk.connect_string();
+        async move {
+            let s = session(&zk).await;
+            let options = SelectorOptions::new()
+                .participant_id(id)
+                .metrics_role("overlap")
+                .max_hold(Duration::from_millis(300));
+            let selector = LeaderSelector::new(&s, "/limits/overlap", options).unwrap();
+            selector
+                .start(move |_ctx| {
+                    let terms = terms.clone();
+                    async move {
+                        let _in_term = terms.begin();
+                        std::future::pending::<()>().await;
+                    }
+                })
+                .unwrap();
+            selector
+        }
+    };
+    let first = candidate("first").await;
+    let mut first_terms = first.terms();
+    within("the first candidate leads", first.await_leadership()).await.unwrap();
+    let second = candidate("second").await;
+    let second_leads = second.await_leadership();
+
+    let ended = within("the first term's end", first_terms.recv()).await.unwrap();
+    assert_eq!(ended.outcome, TermOutcome::Lost);
+    assert!(ended.aborted, "the task never returns: only an abort ends it");
+    within("the second candidate leads", second_leads).await.unwrap();
+    assert_eq!(terms.overlap.entries(), 2);
+    assert_eq!(
+        terms.overlap.violations(),
+        0,
+        "the next leader's task began while the first leader's task still ran"
+    );
+    // The second term may have reached its own limit by now.
+    assert!(losses("leader-selector", "overlap", "max_hold") >= 1);
+    first.close().await;
+    second.close().await;
+}

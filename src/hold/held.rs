@@ -59,7 +59,8 @@ impl Hold {
     /// Takes over an admitted entry: joins the session's listeners and, when the entry has a
     /// data watch on its node, has the session follow it. `turn`, if any, is given back when the
     /// last hold is released. A revocation request is reported only when `revocable`. With a
-    /// `max_hold`, the session also drives a timer that ends the hold when it passes.
+    /// `max_hold`, the session also drives a timer that ends the hold when it passes (see
+    /// [`Limit`]).
     #[allow(clippy::too_many_arguments)] // split up by the layering of the engine (issue 25)
     pub fn start(
         session: Session,
@@ -70,7 +71,7 @@ impl Hold {
         revocable: bool,
         turn: Option<OwnedMutexGuard<()>>,
         labels: crate::metrics::Labels,
-        max_hold: Option<Duration>,
+        max_hold: Option<Limit>,
     ) -> Arc<Hold> {
         let root = entry.root.clone();
         let EntryParts { conn, path, czxid, own, follow_own, revoked, marks_release, tomb } =
@@ -229,7 +230,7 @@ fn attach(
     shared: &Arc<Shared>,
     own: Option<PendingEvent>,
     follow_own: bool,
-    max_hold: Option<Duration>,
+    max_hold: Option<Limit>,
 ) {
     let listener: Weak<dyn Listener> = Arc::downgrade(hold) as _;
     let registration = Some(shared.listen(listener));
@@ -247,11 +248,34 @@ fn attach(
     let limit = max_hold.map(|max_hold| {
         let (stop_tx, stop_rx) = oneshot::channel();
         let acquired = hold.monitor.acquired;
-        let (near, at) = (acquired + max_hold.mul_f64(NEAR_LIMIT), acquired + max_hold);
-        shared.drive(Box::pin(limit_hold(Arc::downgrade(hold), near, at, stop_rx)));
+        let (near, at) = (acquired + max_hold.after.mul_f64(NEAR_LIMIT), acquired + max_hold.after);
+        shared.drive(Box::pin(limit_hold(Arc::downgrade(hold), near, at, max_hold.owner_deletes, stop_rx)));
         stop_tx
     });
     hold.monitor.attach(Attached { registration, own, limit });
+}
+
+/// A hold's maximum hold (`LockOptions::max_hold`), and who deletes its node when it passes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limit {
+    /// How long after the acquire the hold ends.
+    pub after: Duration,
+    /// Whether the hold's owner deletes the node, once the work it guards has stopped (a
+    /// leader selector: it stops its task, awaits it, then releases). Otherwise (every lock)
+    /// the node is deleted at once, and the holder is told through the status.
+    pub owner_deletes: bool,
+}
+
+impl Limit {
+    /// A limit that deletes the node at once when it passes.
+    pub fn new(after: Duration) -> Limit {
+        Limit { after, owner_deletes: false }
+    }
+
+    /// The same limit, whose owner deletes the node once its work has stopped.
+    pub fn owner_deletes(self) -> Limit {
+        Limit { owner_deletes: true, ..self }
+    }
 }
 
 /// The fraction of its maximum hold after which a hold counts as near its limit
@@ -259,12 +283,14 @@ fn attach(
 const NEAR_LIMIT: f64 = 0.8;
 
 /// The maximum hold's timer: at `near`, counts the hold as near its limit (metrics); at `at`,
-/// ends the hold as if lost (`Hold::end_at_limit`), unless it was released first (the monitor
-/// drops `stop`'s sender after our node's delete) or the hold is gone.
+/// ends the hold as if lost (`Hold::end_at_limit`; `owner_deletes`: see [`Limit`]), unless it
+/// was released first (the monitor drops `stop`'s sender after our node's delete) or the hold
+/// is gone.
 async fn limit_hold(
     hold: Weak<Hold>,
     near: std::time::Instant,
     at: std::time::Instant,
+    owner_deletes: bool,
     mut stop: oneshot::Receiver<()>,
 ) {
     tokio::select! {
@@ -281,7 +307,7 @@ async fn limit_hold(
         () = tokio::time::sleep_until(at.into()) => {}
     }
     if let Some(hold) = hold.upgrade() {
-        hold.end_at_limit().await;
+        hold.end_at_limit(owner_deletes).await;
     }
 }
 

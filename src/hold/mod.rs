@@ -22,5 +22,5 @@ mod monitor;
 mod node;
 mod release;
 
-pub(crate) use self::held::Hold;
+pub(crate) use self::held::{Hold, Limit};
 pub(crate) use self::release::PendingRelease;

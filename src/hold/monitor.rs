@@ -7,7 +7,8 @@
 //! followed is parked until our own delete fires it.
 //! A hold with a maximum hold (`LockOptions::max_hold`) has a timer future driven the same way
 //! (`limit_hold`): when it fires, the status turns `Lost` (cause `max_hold`) and our node is
-//! deleted; it stops when our node's delete lets it go ([`Monitor::detach`]).
+//! deleted (or, for a hold whose owner deletes it once its work has stopped, `Limit`, left to
+//! that owner); it stops when our node's delete lets it go ([`Monitor::detach`]).
 //!
 //! Invariants:
 //! * The status never moves away from [`LockStatus::Lost`].

@@ -43,12 +43,15 @@ impl Hold {
     /// Sends the delete of our node now: any later request of this session (the next acquire's
     /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`]. A
     /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
-    /// delay, when ours is on.
+    /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
+    /// whose node still stands is one that passed its limit, its owner deleting the node
+    /// (see `Limit::owner_deletes`).
     pub fn send_delete(self: &Arc<Self>, clean: bool) -> SentDelete {
         self.monitor.begin_release();
-        let marked = clean && self.node.marks_release;
+        let was_lost = self.current_status() == LockStatus::Lost;
+        let marked = clean && !was_lost && self.node.marks_release;
         SentDelete {
-            was_lost: self.current_status() == LockStatus::Lost,
+            was_lost,
             marked,
             first: self.node.conn.send_delete(self.path(), marked, self.node.tomb),
         }
@@ -113,14 +116,21 @@ impl Hold {
     /// status turns `Lost` (counted with cause `max_hold`), then our node is deleted, which
     /// admits the next waiter. The guard stays with its holder: its release then finds the hold
     /// lost (`LockLost`). Nothing to do for a hold already lost or being released.
-    pub(super) async fn end_at_limit(self: &Arc<Self>) {
+    ///
+    /// With `owner_deletes` (see `Limit`), the node is left standing: the owner, told by the
+    /// status, stops the work the hold guards and then releases, a delete that is not clean
+    /// either (see [`Hold::send_delete`]).
+    pub(super) async fn end_at_limit(self: &Arc<Self>, owner_deletes: bool) {
         // `is_live` is false once the last hold was given back (a release about to begin) or
         // the hold is lost.
         if self.monitor.releasing() || !self.is_live() {
             return;
         }
-        tracing::info!(node = %self.path(), "maximum hold passed; ending the hold");
+        tracing::info!(node = %self.path(), owner_deletes, "maximum hold passed; ending the hold");
         self.monitor.lose(&self.node, "max_hold");
+        if owner_deletes {
+            return;
+        }
         // Not clean: the holder may still be at work (it is told, but may not have stopped).
         let sent = self.send_delete(false);
         // The status was `Lost` when the delete was sent, so the answer is always `LockLost`

@@ -88,9 +88,14 @@ impl SelectorOptions {
 
     /// The longest a term may last (default: no limit), as [`crate::LockOptions::max_hold`]:
     /// when it passes, leadership is lost and the term ends as on any loss
-    /// ([`TermOutcome::Lost`]): the task is told to stop ([`LeadershipContext::stopped`]) and
-    /// aborted if it is still running after the grace. With auto-requeue, the selector queues
-    /// again behind the others.
+    /// ([`TermOutcome::Lost`]): [`LeaderSelector::has_leadership`] turns false, the task is told
+    /// to stop ([`LeadershipContext::stopped`]) and, as after any loss (a lost term has no safe
+    /// window left), aborted unless it has already returned. Unlike a lock's guard holder, the
+    /// task is stopped **before** our node is deleted: the selector awaits the task's end (an
+    /// abort takes effect at its next `.await`), and only then deletes the node, which admits
+    /// the next leader; so two terms' tasks never overlap at a limit. The delete is not a
+    /// clean release (as a lock's at its limit). With auto-requeue, the selector queues again
+    /// behind the others.
     pub fn max_hold(mut self, limit: Duration) -> SelectorOptions {
         self.lock = self.lock.max_hold(limit);
         self
@@ -175,7 +180,9 @@ type Task =
 ///   once; the task is told through [`LeadershipContext::stopped`] and aborted after the grace
 ///   period, or earlier at the term's safe window ([`LeadershipContext::safe_until`]) less a
 ///   tenth of the session timeout: before anyone else can lead. (An abort takes effect at the
-///   task's next `.await`; code that never yields cannot be stopped from outside.)
+///   task's next `.await`; code that never yields cannot be stopped from outside.) The selector
+///   awaits the task's end before it relinquishes leadership; at [`SelectorOptions::max_hold`]
+///   our node is deleted only then, once the task has stopped.
 /// * a task that returns an error (`Result<(), E>`, see [`TermResult`]) ends the term, as
 ///   Curator's `takeLeadership` throwing does: leadership is relinquished, the error's text is
 ///   reported as [`TermOutcome::Failed`] on [`LeaderSelector::terms`] and as a `tracing`
@@ -274,7 +281,8 @@ impl LeaderSelector {
         // ours, not reentrant.
         let lock = options.lock.clone().participant_id(id.clone()).revocable(true);
         let spec = LockSpec::exclusive("leader-selector", false);
-        let core = LockCore::build(session, path, spec, &lock)?;
+        // At the term's limit, the run loop stops the task before our node goes.
+        let core = LockCore::build(session, path, spec, &lock)?.owner_ends_at_limit();
         let life = Lifecycle::new(path);
         let inner = Inner {
             core,
@@ -471,6 +479,13 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
                     tracing::warn!(grace = ?inner.options.grace, "leadership task ignored the stop signal; aborting it");
                     work.abort();
                     aborted = true;
+                    // Gone only once awaited: the abort takes effect at the task's next
+                    // `.await`, and our node (left standing at a hold limit) goes only below.
+                    if let Err(e) = (&mut work).await {
+                        if e.is_panic() {
+                            outcome = finished(Err(e));
+                        }
+                    }
                 }
             }
         }
