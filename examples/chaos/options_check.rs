@@ -7,7 +7,10 @@
 //!   the end, exactly one `Acquired` or `GaveUp`, last;
 //! - **lock delay**: a waiter that saw a node ahead of it vanish without a clean release enters
 //!   no sooner than [`DELAY`] after the node's last sighting; and is not held back after a clean
-//!   release (no `LockDelay` naming it, and in by [`DELAY`] after it when no fault intervened);
+//!   release (no `LockDelay` naming it, and in by [`DELAY`] after it when no fault intervened).
+//!   An unclean verdict the witness reached across a gap in its own connection is not judged:
+//!   ZooKeeper reports a node deleted while the witness was away as deleted, even when a marked
+//!   release (a data change first, in the same transaction) took it (see [`witness_gaps`]);
 //! - **max hold**: a limited hold ends (its holder stops) by [`LIMIT`] + [`LIMIT_SLACK`];
 //! - **revocation**: every holder asked is told, unless its hold ended first;
 //! - **observer**: tokens never go back, and each observer shows the leader of a term that has
@@ -71,6 +74,8 @@ pub struct OptHistory {
     pub listings: Vec<(Duration, Vec<String>)>,
     /// The witness's verdict on each node it watched go, and when it heard.
     pub gone: HashMap<String, (Gone, Duration)>,
+    /// The witness's own session states (`Connected-1`, `Suspended-1`, ...), and when.
+    pub witness_conns: Vec<(String, Duration)>,
     /// Limited holds: worker, resource, token, limit.
     pub limited: Vec<(String, String, u64, Duration)>,
     /// Revocation requests that reached a node: asker, resource, token, sent, answered.
@@ -209,11 +214,39 @@ pub struct DelayFigures {
     pub longest_clean_ms: u64,
     pub unclean: usize,
     pub clean: usize,
+    /// Unclean verdicts heard across a gap in the witness's own connection: not judged.
+    pub unjudged: usize,
 }
 
 /// The witness's last listing (its send time) that shows `node`.
 fn last_seen(listings: &[(Duration, Vec<String>)], node: &str) -> Option<Duration> {
     listings.iter().filter(|(_, c)| c.iter().any(|n| n == node)).map(|(t, _)| *t).max()
+}
+
+/// The spans the witness's own session was not connected (from a state other than `Connected`
+/// or `Reconnected` to the next one that is; open at the end: to the end of time). A data
+/// watch is set again on reconnection, and a node deleted meanwhile is reported deleted
+/// (`NodeDeleted`) whether or not its delete came with a data change in one transaction: the
+/// marker of a clean release is not seen. So a verdict `Unclean` heard across such a span says
+/// nothing. (The soak of 2026-11-25: a holder released cleanly while the ensemble elected a
+/// leader; the waiter, back first, saw the marker and entered at once; the witness, back after
+/// the delete, heard a deletion.)
+pub fn witness_gaps(conns: &[(String, Duration)]) -> Vec<(Duration, Duration)> {
+    let mut gaps = Vec::new();
+    let mut from = None;
+    for (state, at) in conns {
+        let up = matches!(state.split('-').next(), Some("Connected" | "Reconnected"));
+        match (up, from) {
+            (true, Some(f)) => {
+                gaps.push((f, *at));
+                from = None;
+            }
+            (false, None) => from = Some(*at),
+            _ => {}
+        }
+    }
+    gaps.extend(from.map(|f| (f, Duration::MAX)));
+    gaps
 }
 
 /// The rate of a worker process's clock (libfaketime's, `clock_map.rs`), 1 if not faked.
@@ -239,6 +272,20 @@ pub fn lock_delay(
     let conn_changed = |w: &str, pid: u32, from: Duration, to: Duration| {
         h.conns.iter().any(|(cw, cp, _, at)| cw == w && *cp == pid && *at >= from && *at <= to)
     };
+    // Unclean verdicts heard across a gap in the witness's connection: the node may have gone
+    // while it was away (after its last sighting, before the verdict), cleanly or not.
+    let gaps = witness_gaps(&h.witness_conns);
+    let blind: std::collections::HashSet<&str> = h
+        .gone
+        .iter()
+        .filter(|(node, (gone, heard))| {
+            *gone == Gone::Unclean
+                && last_seen(&h.listings, node)
+                    .is_some_and(|seen| gaps.iter().any(|(a, b)| *a <= *heard && *b >= seen))
+        })
+        .map(|(node, _)| node.as_str())
+        .collect();
+    f.unjudged = blind.len();
     for ((w, pid, _), evs) in attempts(&h.qevs) {
         let Some(acq) = evs.iter().find(|e| e.kind == "acquired") else { continue };
         let (Some(mine), entered) = (seq(&acq.node), acq.at) else { continue };
@@ -249,8 +296,8 @@ pub fn lock_delay(
         };
         for (node, (gone, heard)) in &h.gone {
             let Some(seen) = last_seen(&h.listings, node) else { continue };
-            if seq(node).is_none_or(|s| s >= mine) || seen < queued.at {
-                continue; // not ahead of ours, or possibly gone before our listing
+            if seq(node).is_none_or(|s| s >= mine) || seen < queued.at || blind.contains(node.as_str()) {
+                continue; // not ahead of ours, possibly gone before our listing, or not judged
             }
             match gone {
                 Gone::Unclean => {
@@ -509,9 +556,10 @@ pub fn attach(
     if mode == "delay" {
         let f = lock_delay(o, DELAY, &spans, &rates);
         lines.push(format!(
-            "  lock delay {} ms: the witness saw {} nodes go uncleanly, {} cleanly; {} entries behind an unclean end, each at least the delay after its last sighting (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} violations",
+            "  lock delay {} ms: the witness saw {} nodes go uncleanly ({} of them heard across a gap in its own connection: not judged), {} cleanly; {} entries behind an unclean end, each at least the delay after its last sighting (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} violations",
             DELAY.as_millis(),
             f.unclean,
+            f.unjudged,
             f.clean,
             f.behind_unclean,
             f.least_margin_ms.map_or("-".into(), |m| m.to_string()),

@@ -109,6 +109,59 @@ fn entering_within_the_delay_after_an_unclean_end_is_caught() {
     assert!(lock_delay(&h, DELAY, &[], &Rates::new()).violations.is_empty());
 }
 
+/// The witness's own session: connected at 0, away from `from` to `to` (ms).
+fn witness_away(from: u64, to: Option<u64>) -> Vec<(String, Duration)> {
+    let mut conns = vec![("Connected-1".to_string(), ms(0)), ("Suspended-1".to_string(), ms(from))];
+    conns.extend(to.map(|to| ("Reconnected-1".to_string(), ms(to))));
+    conns
+}
+
+#[test]
+fn an_unclean_verdict_heard_across_the_witness_own_reconnection_is_not_judged() {
+    // The second soak's case: n-4's holder released it cleanly (marker and delete in one
+    // transaction) while the witness's connection was down (an election); the waiter, back
+    // first, saw the marker and entered at once, 400 ms after the last sighting. The witness,
+    // back after the delete, had its data watch set again on a node that was gone, and heard
+    // `NodeDeleted`: its verdict says nothing of how the node went.
+    let mut h = delay_history(Gone::Unclean, 1400);
+    h.witness_conns = witness_away(1002, Some(1008));
+    let f = lock_delay(&h, DELAY, &[], &Rates::new());
+    assert!(f.violations.is_empty() && f.unjudged == 1 && f.behind_unclean == 0, "{f:?}");
+    // Still away at the end: not judged either.
+    h.witness_conns = witness_away(1005, None);
+    assert!(lock_delay(&h, DELAY, &[], &Rates::new()).violations.is_empty());
+    // Away only before the last sighting (the watch was set again while the node stood), or
+    // only after the verdict: the verdict stands, and entering within the delay is caught.
+    for (from, to) in [(600, Some(900)), (1011, Some(1300)), (1011, None)] {
+        h.witness_conns = witness_away(from, to);
+        let f = lock_delay(&h, DELAY, &[], &Rates::new());
+        assert!(f.violations.len() == 1 && f.unjudged == 0, "{from}-{to:?}: {f:?}");
+    }
+    // A node that went cleanly is judged as before across the gap (a marker seen is a marker).
+    let mut h = delay_history(Gone::Clean, 2030);
+    h.qevs.insert(1, ev(1, "delay", 1000, "n-0000000004", "-", 1020));
+    h.witness_conns = witness_away(1002, Some(1008));
+    let f = lock_delay(&h, DELAY, &[], &Rates::new());
+    assert!(f.violations.len() == 1 && f.unjudged == 0, "{f:?}");
+}
+
+#[test]
+fn witness_gaps_run_from_a_drop_to_the_next_connection() {
+    let conns: Vec<(String, Duration)> = [
+        ("Connected-1", 0),
+        ("Suspended-1", 10),
+        ("Suspended-1", 12),
+        ("Reconnected-1", 20),
+        ("Lost-1", 30),
+        ("Connected-2", 35),
+        ("Lagged-0", 40),
+    ]
+    .into_iter()
+    .map(|(s, t)| (s.to_string(), ms(t)))
+    .collect();
+    assert_eq!(witness_gaps(&conns), vec![(ms(10), ms(20)), (ms(30), ms(35)), (ms(40), Duration::MAX)]);
+}
+
 #[test]
 fn being_held_back_after_a_clean_release_is_caught() {
     let f = lock_delay(&delay_history(Gone::Clean, 1030), DELAY, &[], &Rates::new());

@@ -4,8 +4,8 @@
 use crate::options_check::{Gone, OptHistory};
 use crate::report::{json_str, secs};
 
-/// `{"queue_events":[..],"sessions":[..],"witness":{..},"limited":[..],"asked":[..],
-/// "told":[..],"observed":[..]}`.
+/// `{"queue_events":[..],"sessions":[..],"witness":{"listings":[..],"gone":[..],
+/// "sessions":[..]},"limited":[..],"asked":[..],"told":[..],"observed":[..]}`.
 pub fn json(o: &OptHistory) -> String {
     let join = |items: Vec<String>| items.join(",");
     let qevs = join(o.qevs.iter().map(|e| format!(
@@ -41,6 +41,12 @@ pub fn json(o: &OptHistory) -> String {
                 let how = if *how == Gone::Clean { "clean" } else { "unclean" };
                 format!("{{\"node\":{},\"gone\":\"{how}\",\"heard\":{}}}", json_str(node), secs(*at))
             })
+            .collect(),
+    );
+    let witness_sessions = join(
+        o.witness_conns
+            .iter()
+            .map(|(state, at)| format!("{{\"state\":{},\"at\":{}}}", json_str(state), secs(*at)))
             .collect(),
     );
     let limited = join(
@@ -93,6 +99,6 @@ pub fn json(o: &OptHistory) -> String {
             .collect(),
     );
     format!(
-        "{{\"queue_events\":[{qevs}],\"sessions\":[{sessions}],\"witness\":{{\"listings\":[{listings}],\"gone\":[{gone}]}},\"limited\":[{limited}],\"asked\":[{asked}],\"told\":[{told}],\"observed\":[{observed}]}}"
+        "{{\"queue_events\":[{qevs}],\"sessions\":[{sessions}],\"witness\":{{\"listings\":[{listings}],\"gone\":[{gone}],\"sessions\":[{witness_sessions}]}},\"limited\":[{limited}],\"asked\":[{asked}],\"told\":[{told}],\"observed\":[{observed}]}}"
     )
 }

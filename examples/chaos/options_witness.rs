@@ -3,6 +3,11 @@
 //! after a `sync`, kept with the sync's send time) and watches each node's data, to tell how it went: with a data
 //! change first (a marked release: the marker and the delete are one transaction) or deleted
 //! outright (an expiry, a hold limit). A node gone before its watch was set is not judged.
+//!
+//! It also records its own session's states (`OptHistory::witness_conns`): a node deleted while
+//! its connection was down is reported deleted on the reconnection (ZooKeeper sets the data
+//! watch again on a node that is gone: `NodeDeleted`), whether or not a marked release's data
+//! change came first in the same transaction. The checker does not judge those verdicts.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +21,8 @@ use crate::resource::{Epoch, History};
 /// Follows `path` until aborted, recording into `state`'s option history.
 pub async fn run(connect: String, path: &'static str, state: Arc<Mutex<History>>, epoch: Epoch) {
     let Ok(session) = Session::connect(&connect, Duration::from_secs(10)).await else { return };
+    // Ends with this future (the run is aborted at the phase's end).
+    let _states = AbortOnDrop(tokio::spawn(record_states(session.clone(), state.clone(), epoch)));
     let mut watched = std::collections::HashSet::new();
     loop {
         let Ok(client) = session.client() else {
@@ -67,4 +74,31 @@ async fn judge(client: Client, full: String, node: String, state: Arc<Mutex<Hist
         _ => return,
     };
     state.lock().unwrap_or_else(|e| e.into_inner()).opts.gone.insert(node, (gone, epoch.now()));
+}
+
+/// Records every state of the witness's session, and when (`OptHistory::witness_conns`), in
+/// order: each change, not only the latest (a short `Suspended` must show). Falling behind
+/// counts as a gap (`Lagged`) until the next state.
+async fn record_states(session: Session, state: Arc<Mutex<History>>, epoch: Epoch) {
+    let mut events = session.events();
+    let push =
+        |s: String| state.lock().unwrap_or_else(|e| e.into_inner()).opts.witness_conns.push((s, epoch.now()));
+    let first = *session.states().borrow();
+    push(format!("{:?}-{}", first.state, first.generation));
+    loop {
+        match events.recv().await {
+            Ok(s) => push(format!("{:?}-{}", s.state, s.generation)),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => push("Lagged-0".into()),
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
