@@ -101,3 +101,42 @@ async fn a_follower_the_leader_no_longer_hears_does_not_extend_the_safe_window()
     drop(next_guard);
     drop(guard);
 }
+
+/// A connection down for longer than the window, but not for the session timeout: the same
+/// session comes back with its window passed, and the beats' proofs must open it again
+/// (`Reconnected`). (The chaos run's observer phase caught the supervisor beating back to back
+/// after such a return, each beat too close to the last for any proof: suspended for good, a
+/// latch's leader never leading again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_back_after_its_window_passed_opens_it_again() {
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    let zk = standalone().await;
+    let proxy = zk.proxy().expect("proxy");
+    let session = session_with_timeout(&proxy.connect_string(), TIMEOUT).await;
+    let mut states = session.states();
+    // The first proof (until then the window counts from when the session was asked for).
+    let mut contacts = session.contacts();
+    within("a proof", contacts.changed()).await.expect("contacts");
+    proxy.blackhole();
+    let cut = Instant::now();
+    within("the session to be suspended", states.wait_for(|s| s.state == ConnectionState::Suspended))
+        .await
+        .expect("states");
+    // The fault's duration: past the window (at most 0.65 of the timeout ahead at the cut), short
+    // of the timeout, so the server still has the session.
+    tokio::time::sleep_until((cut + TIMEOUT * 4 / 5).into()).await;
+    assert!(
+        session.safe_until().is_none_or(|until| until < Instant::now()),
+        "the window is still open: {:?} after the cut, contact {:?}",
+        session.safe_until().map(|u| u - cut),
+        session.last_contact().map(|c| cut.saturating_duration_since(c))
+    );
+    proxy.heal();
+    let status =
+        *within("the window to open again", states.wait_for(|s| s.state != ConnectionState::Suspended))
+            .await
+            .expect("states");
+    assert_eq!(status.state, ConnectionState::Reconnected, "{status:?}");
+    assert_eq!(status.generation, 1);
+    assert!(session.safe_until().is_some_and(|until| until > Instant::now()));
+}

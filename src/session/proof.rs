@@ -33,13 +33,14 @@ pub(super) struct BeatChain {
     spacing: Duration,
     /// The time from one beat's answer to the next beat's send.
     period: Duration,
-    /// `(sent, answered)` of the latest answered beats, oldest first.
+    /// `(sent, answered)` of the latest answered beats, oldest first: the newest, and back to
+    /// one answered `spacing` before the newest was sent.
     answered: VecDeque<(Instant, Instant)>,
 }
 
-/// How many answered beats are kept: `j` lies `spacing / period` (5) beats before `m`, more
-/// when a reconnection (which beats at once) brought some closer.
-const KEPT: usize = 16;
+/// At most this many answered beats are kept. Beats come a period apart, and the chain keeps
+/// those within `spacing` of the newest and one before: about 7.
+const KEPT: usize = 64;
 
 impl BeatChain {
     /// A chain for a session timeout of `timeout`.
@@ -47,7 +48,7 @@ impl BeatChain {
         BeatChain {
             spacing: spacing(timeout),
             period: (timeout / 20).max(Duration::from_millis(10)),
-            answered: VecDeque::with_capacity(KEPT),
+            answered: VecDeque::new(),
         }
     }
 
@@ -72,9 +73,16 @@ impl BeatChain {
                     .map(|&(j_sent, _)| j_sent)
             });
         if self.answered.len() == KEPT {
-            self.answered.pop_front();
+            // Beats in quick succession: this one takes the newest's place (any entry may be
+            // left out: a proof from the rest is still a proof, only maybe an older one).
+            self.answered.pop_back();
         }
         self.answered.push_back((sent, at));
+        // A later beat's `m` is this one or newer: an entry is never again the latest `j` once
+        // the entry after it qualifies for this one.
+        while self.answered.len() > 1 && self.answered[1].1 + self.spacing <= sent {
+            self.answered.pop_front();
+        }
         proven
     }
 }
@@ -126,5 +134,22 @@ mod tests {
         // Sent before the previous beat's answer: that beat cannot serve as `m`, and the first
         // beat's answer is not `spacing` before its own send.
         assert_eq!(chain.answered(at(base, 900), at(base, 3_010)), None);
+    }
+
+    #[test]
+    fn beats_in_quick_succession_prove_once_the_spacing_has_passed_and_stay_few() {
+        let base = Instant::now();
+        let mut chain = BeatChain::new(Duration::from_millis(4_000)); // spacing 1 s
+        let mut proven = None;
+        // A beat every 2 ms for 3 s (each answered 1 ms after its send).
+        for i in 0..1_500 {
+            let sent = at(base, 2 * i);
+            if let Some(p) = chain.answered(sent, sent + Duration::from_millis(1)) {
+                proven = Some(p);
+            }
+            assert!(chain.answered.len() <= KEPT, "{} kept", chain.answered.len());
+        }
+        // Proofs came, each of a beat answered at least the spacing before a later one's send.
+        assert!(proven.is_some_and(|p| p >= at(base, 1_000) && p <= at(base, 1_996)), "{proven:?}");
     }
 }

@@ -85,16 +85,18 @@ async fn serve(
     let mut changed = false;
     let ended = loop {
         let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
-        if changed && connected {
+        let reconnected = std::mem::take(&mut changed) && connected;
+        if reconnected {
             shared.nodelay().await;
         }
-        changed = false;
         match state {
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
             SessionState::Disconnected => shared.suspend(generation),
-            // Connected: resume if suspended. Back, but the window passed meanwhile: beat now
-            // (the proofs that open it again follow).
-            _ if connected && !shared.resume(generation) => next_beat = next_beat.min(Instant::now()),
+            // Connected: resume if suspended. Just back, but the window passed meanwhile: beat
+            // now, once (the proofs that open it again follow, a few beats later).
+            _ if connected && !shared.resume(generation) && reconnected => {
+                next_beat = next_beat.min(Instant::now());
+            }
             _ => {}
         }
         // The window's end, while not suspended: if no proof moved it by then, suspend.
@@ -142,7 +144,9 @@ fn heartbeat(conn: &Conn, done: mpsc::UnboundedSender<Option<(Instant, Instant)>
         let sent = Instant::now();
         // Only a success proves the leader processed it on a live session: an error may come
         // from the server we are connected to alone.
-        let answered = client.sync("/").await.is_ok().then(|| (sent, Instant::now()));
+        let answer = client.sync("/").await;
+        tracing::trace!(elapsed = ?sent.elapsed(), ?answer, "beat");
+        let answered = answer.is_ok().then(|| (sent, Instant::now()));
         let _ = done.send(answered);
     })
 }
