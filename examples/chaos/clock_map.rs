@@ -101,6 +101,11 @@ fn time_fields(parts: &[&str]) -> &'static [usize] {
 }
 
 impl ClockMap {
+    /// Each faked process's clock rate (`options_check::real` scales durations by it).
+    pub fn rates(&self) -> crate::options_check::Rates {
+        self.pids.iter().map(|(pid, c)| (*pid, c.rate)).collect()
+    }
+
     /// Takes a `CLOCK` sample (`Err` with the reply), or returns the line with its times mapped
     /// onto the machine's monotonic clock when it comes from a clock-faulted process (every
     /// line with times names its pid in its third field).

@@ -55,6 +55,7 @@ mod faults_grey;
 // The fencing patterns (examples/fencing/): chaos uses the lock-set part of them.
 #[path = "../fencing/mod.rs"]
 mod fencing;
+mod limit_check;
 mod linearizable;
 mod lockset;
 mod lockset_check;
@@ -291,6 +292,7 @@ fn tally(mode: &str, h: &History, pauses: &[Pause], now: Duration) -> (usize, us
     let fenced = checker::fenced(&h.ops, &cap, pauses, now);
     let mut overlaps = checker::overlaps(&h.holds, &cap, pauses);
     clock_check::explain(&mut overlaps, &h.holds, &clock_check::spans(&h.clocks, &[]));
+    limit_check::explain(&mut overlaps, &h.holds, &h.ops, &h.opts.limited, &h.clocks.rates());
     let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
     (fenced.violations.len() + unexplained + h.lost_unseen.len(), overlaps.len() - unexplained, unexplained)
 }

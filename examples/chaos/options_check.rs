@@ -252,7 +252,8 @@ pub fn witness_gaps(conns: &[(String, Duration)]) -> Vec<(Duration, Duration)> {
 /// The rate of a worker process's clock (libfaketime's, `clock_map.rs`), 1 if not faked.
 pub type Rates = HashMap<u32, f64>;
 
-fn real(d: Duration, pid: u32, rates: &Rates) -> Duration {
+/// `d` on the clock of process `pid`, as long as it takes in real time (`rates`).
+pub fn real(d: Duration, pid: u32, rates: &Rates) -> Duration {
     d.div_f64(rates.get(&pid).copied().filter(|r| *r > 0.0).unwrap_or(1.0))
 }
 
@@ -540,7 +541,7 @@ pub fn attach(
     let o = &h.opts;
     let spans: Vec<(Duration, Duration)> = faults.iter().map(|f| (f.start, f.end)).collect();
     let killed: Vec<u32> = kills.iter().map(|k| k.0).collect();
-    let rates: Rates = h.clocks.pids.iter().map(|(pid, c)| (*pid, c.rate)).collect();
+    let rates = h.clocks.rates();
     let mut lines = Vec::new();
     let mut violations = Vec::new();
     if !o.qevs.is_empty() {

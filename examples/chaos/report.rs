@@ -43,6 +43,7 @@ pub fn report(
     let fenced = checker::fenced(&h.ops, &cap_of, pauses, ended);
     let mut overlaps = checker::overlaps(&h.holds, &cap_of, pauses);
     crate::clock_check::explain(&mut overlaps, &h.holds, &crate::clock_check::spans(&h.clocks, faults));
+    crate::limit_check::explain(&mut overlaps, &h.holds, &h.ops, &h.opts.limited, &h.clocks.rates());
     let unexplained = overlaps.iter().filter(|o| o.explanation.is_none()).count();
     let unseen = h.lost_unseen.len();
     // A clock fault that did not take effect (`clock_map.rs`) fails the run.
