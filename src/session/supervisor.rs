@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zookeeper_client::{SessionState, StateWatcher};
 
@@ -77,8 +77,7 @@ async fn serve(
 ) -> Ended {
     let generation = conn.generation;
     let mut chain = BeatChain::new(conn.client.session_timeout());
-    let (done, mut answers) = mpsc::unbounded_channel();
-    let mut beat: Option<JoinHandle<()>> = None;
+    let mut beat: Option<JoinHandle<Option<(Instant, Instant)>>> = None;
     let mut next_beat = Instant::now();
     let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
@@ -108,8 +107,8 @@ async fn serve(
                 state = next;
                 changed = true;
             }
-            _ = sleep_until_some(beat_due) => beat = Some(heartbeat(conn, done.clone())),
-            Some(answer) = answers.recv() => {
+            _ = sleep_until_some(beat_due) => beat = Some(heartbeat(conn)),
+            answer = join_some(&mut beat) => {
                 beat = None;
                 let now = Instant::now();
                 if let Some(proven) = answer.and_then(|(sent, at)| chain.answered(sent, at)) {
@@ -136,9 +135,17 @@ async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
-/// One `sync`, which the leader answers (a follower forwards it): on `done`, its send and
-/// answer times, or `None` when it was not answered.
-fn heartbeat(conn: &Conn, done: mpsc::UnboundedSender<Option<(Instant, Instant)>>) -> JoinHandle<()> {
+/// The answer of the beat in flight (`None`: not answered); never resolves without one.
+async fn join_some(beat: &mut Option<JoinHandle<Option<(Instant, Instant)>>>) -> Option<(Instant, Instant)> {
+    match beat {
+        Some(beat) => beat.await.ok().flatten(),
+        None => std::future::pending().await,
+    }
+}
+
+/// One `sync`, which the leader answers (a follower forwards it): its send and answer times,
+/// or `None` when it was not answered.
+fn heartbeat(conn: &Conn) -> JoinHandle<Option<(Instant, Instant)>> {
     let client = conn.client.clone();
     tokio::spawn(async move {
         let sent = Instant::now();
@@ -146,8 +153,7 @@ fn heartbeat(conn: &Conn, done: mpsc::UnboundedSender<Option<(Instant, Instant)>
         // from the server we are connected to alone.
         let answer = client.sync("/").await;
         tracing::trace!(elapsed = ?sent.elapsed(), ?answer, "beat");
-        let answered = answer.is_ok().then(|| (sent, Instant::now()));
-        let _ = done.send(answered);
+        answer.is_ok().then(|| (sent, Instant::now()))
     })
 }
 
