@@ -268,6 +268,8 @@ async fn a_selector_term_at_its_limit_stops_its_task_before_the_next_leader_begi
     assert_eq!(ended.outcome, TermOutcome::Lost);
     assert!(ended.aborted, "the task never returns: only an abort ends it");
     within("the second candidate leads", second_leads).await.unwrap();
+    // Leadership is granted before the task runs: its entry is an event to await.
+    eventually("the second term's task to begin", || async { terms.overlap.entries() >= 2 }).await;
     assert_eq!(terms.overlap.entries(), 2);
     assert_eq!(
         terms.overlap.violations(),
