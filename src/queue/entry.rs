@@ -185,12 +185,31 @@ impl Drop for PendingCreate {
 
 /// Children of `root` that carry `protection` and belong to *this* session, with their czxid.
 /// A node with our prefix but another owner is from an older session (CURATOR-604): never ours.
+///
+/// The listing follows a `sync`, so that it shows every create of ours that will ever take
+/// effect, even one whose answer a lost connection took with it while the leader still had it
+/// in flight (its commit held up by a slow disk, say) and the listing is served by another
+/// server. The leader answers a `sync` only after every write it took in before it, and a create
+/// still on its way to the leader once we reconnected elsewhere fails there (the session moved).
+/// Without it, the create lands after an empty listing: we create again, and the first node
+/// stays in our live session, ahead of everyone (the third chaos soak's 33 s read/write-lock
+/// stall; `tests/late_create.rs`).
 pub(crate) async fn find_ours(
     client: &Client,
     root: &LockPath,
     protection: &str,
 ) -> Result<Vec<(String, i64)>> {
-    let children = match on_connection_loss(|| client.list_children(root.as_str())).await {
+    let listed = on_connection_loss(|| {
+        // Pipelined: the server answers the listing after the sync.
+        let synced = client.sync(root.as_str());
+        let listed = client.list_children(root.as_str());
+        async move {
+            synced.await?;
+            listed.await
+        }
+    })
+    .await;
+    let children = match listed {
         Ok(children) => children,
         Err(ZkError::NoNode) => return Ok(Vec::new()),
         Err(e) => return Err(Error::from_zk("list", root.as_str(), e)),
