@@ -49,6 +49,7 @@ mod checker;
 mod clock_check;
 mod clock_map;
 mod convergence;
+mod delay_check;
 mod faults;
 mod faults_clock;
 mod faults_grey;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::checker::Kind;
+use crate::delay_check::witness_gaps;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -266,4 +267,35 @@ fn clocks_and_respawns_are_taken_into_account() {
     ];
     let f = observer(&obs, &terms, &[], &[]);
     assert!(f.violations.is_empty() && f.checked == 1, "{f:?}");
+}
+
+#[test]
+fn a_fast_clocked_waiter_shortens_the_delay_for_those_behind_it_and_only_for_them() {
+    // n-4 ended uncleanly, last seen at 1000 ms. `a` (n-5, pid 8) waited first, `b` (n-6, pid 7)
+    // came in after it.
+    let history = |a_in: u64, b_in: u64| {
+        let mut h = delay_history(Gone::Unclean, b_in);
+        h.qevs = vec![
+            QEv { worker: "a".into(), pid: 8, ..ev(1, "queued", 1, "n-0000000005", "n-0000000004", 500) },
+            QEv { worker: "a".into(), pid: 8, ..ev(1, "acquired", 41, "n-0000000005", "-", a_in) },
+            ev(1, "queued", 2, "n-0000000006", "n-0000000005", 600),
+            ev(1, "acquired", 42, "n-0000000006", "-", b_in),
+        ];
+        h.listings[1].1.push("n-0000000006".into());
+        h
+    };
+    // `a`'s clock runs at double speed: its delay lasts 500 ms of ours, and `b`, in after it,
+    // 700 ms after the sighting, is not to blame (the soak of 2026-11-25: 986 ms, after a
+    // waiter in a process at x2).
+    let fast: Rates = [(8, 2.0)].into_iter().collect();
+    let f = lock_delay(&history(1510, 1700), DELAY, &[], &fast);
+    assert!(f.violations.is_empty() && f.behind_unclean == 2, "{f:?}");
+    // With `a`'s clock true, both came in too soon.
+    assert_eq!(lock_delay(&history(1510, 1700), DELAY, &[], &Rates::new()).violations.len(), 2);
+    // `b` in before `a` (not behind it): its own clock bounds it.
+    let f = lock_delay(&history(1510, 1400), DELAY, &[], &fast);
+    assert_eq!(f.violations.len(), 1, "{f:?}");
+    assert!(f.violations[0].starts_with("w entered"), "{f:?}");
+    // `a` itself in before its own (fast) delay.
+    assert_eq!(lock_delay(&history(1400, 2100), DELAY, &[], &fast).violations.len(), 1);
 }
