@@ -20,12 +20,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::checker::{Hold, Pause, WAKE_GRACE};
+use crate::delay_check::lock_delay;
 use crate::faults::FaultRec;
 use crate::report::PhaseReport;
 use crate::resource::Epoch;
 use crate::SESSION;
-
-use crate::delay_check::lock_delay;
 
 /// The `delay` phase's lock delay.
 pub const DELAY: Duration = Duration::from_secs(1);
@@ -419,7 +418,7 @@ pub fn attach(
     if mode == "delay" {
         let f = lock_delay(o, DELAY, &spans, &rates);
         lines.push(format!(
-            "  lock delay {} ms: the witness saw {} nodes go uncleanly ({} of them heard across a gap in its own connection: not judged), {} cleanly; {} entries behind an unclean end, each at least the delay after its last sighting (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} violations",
+            "  lock delay {} ms: the witness saw {} nodes go uncleanly ({} of them heard across a gap in its own connection: not judged), {} cleanly; {} entries behind an unclean end, each at least the delay (the shortest, in real time, of those in behind that end so far) after its last sighting (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} violations",
             DELAY.as_millis(),
             f.unclean,
             f.unjudged,
