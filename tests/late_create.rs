@@ -20,8 +20,8 @@ use zk_testcluster::{ClusterConfig, ZkCluster};
 /// inside the ensemble's `syncLimit` (10 ticks of 200 ms), so that the leader keeps its quorum.
 const STALL: Duration = Duration::from_millis(500);
 
-/// The leader's count of change records made (one per write it takes in, at once: before the
-/// write is logged and committed).
+/// The leader's count of change records made (a write it takes in makes them at once, before it
+/// is logged and committed: a create makes two, its node's and its parent's).
 async fn changes_taken_in(cluster: &ZkCluster, leader: usize) -> i64 {
     let mntr = cluster.mntr(leader).await.expect("mntr");
     mntr.get("zk_outstanding_changes_queued").expect("zk_outstanding_changes_queued in mntr")
