@@ -16,6 +16,7 @@ mod cli;
 mod clock;
 mod driver;
 mod fencing;
+mod jit;
 mod ours;
 mod peers;
 mod pin;
@@ -226,6 +227,7 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
 
     let mut warm_rows = Vec::new();
     let mut warm_fenced = Vec::new();
+    let mut settled = Vec::new();
     for step in steps {
         progress.step(&describe(step, &plan));
         let zk = || standalone.as_ref().ok_or_else(|| "the standalone server is gone".to_string());
@@ -244,6 +246,15 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
                 let row;
                 (raw_p50, row) = raw_write("raw-write", &Target::direct(zk()?), &plan).await?;
                 rows.push(Row { packets_per_op: 8.0, ..row });
+            }
+            Step::Settle(cluster) => {
+                let t = match cluster {
+                    plan::Cluster::Standalone => Target::direct(zk()?),
+                    plan::Cluster::Ensemble => on_follower()?,
+                };
+                let (how, slices) = jit::settle(&t, &scratch, || path("settle")).await?;
+                settled.push((cluster, how));
+                warm_rows.extend(slices);
             }
             Step::Uncontended(_, peer) => {
                 let t = Target::direct(zk()?);
@@ -378,6 +389,7 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
         ensemble_follower: follower.as_ref().map(|f| f.0),
         zk_version,
         reaper_ms: REAPER_INTERVAL_MS,
+        settled: &settled,
     };
     let mut text = summary::summarize(&groups, &context);
     if plan.runs("fencing") {

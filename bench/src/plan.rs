@@ -56,6 +56,25 @@ pub struct Plan {
     pub pinning: Pinning,
 }
 
+/// Which cluster a [`Step::Settle`] loads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cluster {
+    Standalone,
+    Ensemble,
+}
+
+/// `peers` in the order of run `r`: rotated by its index, so that no peer is always the first
+/// after a warm-up, a settling or another scenario (whatever drift is left in the servers falls
+/// on each peer in turn).
+fn in_turn<'a>(peers: impl Iterator<Item = &'a Peer>, r: Run) -> Vec<Peer> {
+    let mut peers: Vec<Peer> = peers.copied().collect();
+    if !peers.is_empty() {
+        let k = r.index() % peers.len();
+        peers.rotate_left(k);
+    }
+    peers
+}
+
 /// Which run of a scenario a step is: its warm-up (run, not counted), or a counted repeat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Run {
@@ -81,6 +100,9 @@ pub const WARM_UP_SECS: f64 = 1.0;
 #[derive(Clone, Copy, Debug)]
 pub enum Step {
     RawWrite,
+    /// Load the cluster until its servers' JIT compilers are quiet (see `jit.rs`), after its
+    /// warm-ups and before its first counted run.
+    Settle(Cluster),
     Uncontended(Run, Peer),
     Contended(Run, usize, Peer),
     ManyLocks(Run, Peer),
@@ -123,6 +145,7 @@ impl Step {
             | Step::EnsembleUncontended(r, _)
             | Step::EnsembleContended(r, _) => Some(r),
             Step::RawWrite
+            | Step::Settle(_)
             | Step::FencingStart
             | Step::NetworkStart
             | Step::NetworkRawWrite
@@ -194,22 +217,31 @@ impl Plan {
     fn standalone_run(&self, r: Run, steps: &mut Vec<Step>) {
         let has = |p: &Peer| self.peers.contains(p);
         if self.runs("uncontended") {
-            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::Uncontended(r, p)));
+            steps.extend(
+                in_turn(CYCLE_PEERS.iter().filter(|p| has(p)), r)
+                    .into_iter()
+                    .map(|p| Step::Uncontended(r, p)),
+            );
         }
         for &n in self.ns.iter().filter(|_| self.runs("contended")) {
-            let peers = LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p));
-            steps.extend(peers.map(|&p| Step::Contended(r, n, p)));
+            let peers = in_turn(LOCK_PEERS.iter().chain([&Peer::Naive]).filter(|p| has(p)), r);
+            steps.extend(peers.into_iter().map(|p| Step::Contended(r, n, p)));
         }
         if self.runs("many-locks") {
-            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::ManyLocks(r, p)));
+            steps.extend(
+                in_turn(CYCLE_PEERS.iter().filter(|p| has(p)), r).into_iter().map(|p| Step::ManyLocks(r, p)),
+            );
         }
         if self.runs("per-order") {
-            steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::PerOrder(r, p)));
+            steps.extend(
+                in_turn(CYCLE_PEERS.iter().filter(|p| has(p)), r).into_iter().map(|p| Step::PerOrder(r, p)),
+            );
         }
         for scenario in ["semaphore", "rwlock", "leader"].into_iter().filter(|s| self.runs(s)) {
             for recipe in self.recipes(scenario) {
-                let peers = RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none());
-                steps.extend(peers.map(|&p| Step::Recipe(r, recipe, p)));
+                let peers =
+                    in_turn(RECIPE_PEERS.iter().filter(|p| has(p) && recipe.lacking(**p).is_none()), r);
+                steps.extend(peers.into_iter().map(|p| Step::Recipe(r, recipe, p)));
             }
         }
         if self.runs("failover") {
@@ -231,6 +263,7 @@ impl Plan {
         // The raw write loop, the yardstick, runs on a server the warm-up has warmed.
         for r in warm_up() {
             self.standalone_run(r, &mut steps);
+            steps.push(Step::Settle(Cluster::Standalone));
         }
         steps.push(Step::RawWrite);
         for r in counted() {
@@ -262,11 +295,11 @@ impl Plan {
         if self.runs("network") {
             steps.push(Step::NetworkStart);
             let network_run = |r: Run, steps: &mut Vec<Step>| {
-                steps.extend(CYCLE_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkUncontended(r, p)));
+                let cycle = in_turn(CYCLE_PEERS.iter().filter(|p| has(p)), r);
+                steps.extend(cycle.into_iter().map(|p| Step::NetworkUncontended(r, p)));
                 for n in NETWORK_NS {
-                    steps.extend(
-                        LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| Step::NetworkContended(r, n, p)),
-                    );
+                    let lock = in_turn(LOCK_PEERS.iter().filter(|p| has(p)), r);
+                    steps.extend(lock.into_iter().map(|p| Step::NetworkContended(r, n, p)));
                 }
             };
             for r in warm_up() {
@@ -282,7 +315,7 @@ impl Plan {
         }
         steps.push(Step::EnsembleStart);
         let ensemble_run = |r: Run, steps: &mut Vec<Step>| {
-            for &p in ENSEMBLE_PEERS.iter().filter(|p| has(p)) {
+            for p in in_turn(ENSEMBLE_PEERS.iter().filter(|p| has(p)), r) {
                 steps.push(Step::EnsembleUncontended(r, p));
                 if p != Peer::ZkRecipesDrop {
                     steps.push(Step::EnsembleContended(r, p));
@@ -291,6 +324,7 @@ impl Plan {
         };
         for r in warm_up() {
             ensemble_run(r, &mut steps);
+            steps.push(Step::Settle(Cluster::Ensemble));
         }
         steps.push(Step::EnsembleRawWrite);
         for r in counted() {
@@ -309,6 +343,8 @@ impl Plan {
         let secs = step.run().map_or(self.secs, |r| self.secs_of(r));
         match step {
             Step::RawWrite | Step::NetworkRawWrite | Step::EnsembleRawWrite => self.secs.min(3.0),
+            // Usually a few slices; the progress line is corrected as it goes.
+            Step::Settle(_) => 4.0 * crate::jit::SLICE.as_secs_f64(),
             Step::Uncontended(_, p) | Step::EnsembleUncontended(_, p) | Step::NetworkUncontended(_, p) => {
                 secs + setup(p, 1)
             }
@@ -336,6 +372,8 @@ pub fn describe(step: Step, plan: &Plan) -> String {
     };
     match step {
         Step::RawWrite => "raw create → delete loop".into(),
+        Step::Settle(Cluster::Standalone) => "loading the server until its JIT compilers are quiet".into(),
+        Step::Settle(Cluster::Ensemble) => "loading the ensemble until its JIT compilers are quiet".into(),
         Step::Uncontended(r, p) => format!("uncontended · {} · {}", p.name(), rep(r)),
         Step::Contended(r, n, p) => format!("contended N={n} · {} · {}", p.name(), rep(r)),
         Step::ManyLocks(r, p) => format!("many locks · {} · {}", p.name(), rep(r)),
@@ -450,11 +488,12 @@ mod tests {
         let at = |s: &str| steps.iter().position(|x| format!("{x:?}") == s).unwrap();
         let first_counted = steps.iter().position(|s| s.run().is_some_and(|r| r != Run::WarmUp)).unwrap();
         assert!(at("RawWrite") < first_counted);
-        assert!(steps[..at("RawWrite")].iter().all(|s| s.run() == Some(Run::WarmUp)));
-        assert!(steps[at("EnsembleStart")..at("EnsembleRawWrite")]
-            .iter()
-            .skip(1)
-            .all(|s| s.run() == Some(Run::WarmUp)));
+        let warming = |s: &Step| s.run() == Some(Run::WarmUp) || matches!(s, Step::Settle(_));
+        assert!(steps[..at("RawWrite")].iter().all(warming));
+        assert!(steps[at("EnsembleStart")..at("EnsembleRawWrite")].iter().skip(1).all(warming));
+        // Each cluster settles once, after its warm-ups and before its yardstick.
+        assert_eq!(at("RawWrite") - 1, at("Settle(Standalone)"));
+        assert_eq!(at("EnsembleRawWrite") - 1, at("Settle(Ensemble)"));
         assert_eq!(plan.secs_of(Run::WarmUp), 1.0);
         assert_eq!(plan.kills_of(Run::WarmUp), 1);
         assert_eq!(plan.secs_of(Run::Repeat(2)), 2.0);
@@ -463,6 +502,30 @@ mod tests {
     #[test]
     fn a_smoke_test_has_no_warm_up() {
         let plan = plan(true);
-        assert!(plan.steps().iter().all(|s| s.run() != Some(Run::WarmUp)));
+        assert!(plan.steps().iter().all(|s| s.run() != Some(Run::WarmUp) && !matches!(s, Step::Settle(_))));
+    }
+
+    #[test]
+    fn each_repeat_starts_with_the_next_peer() {
+        let plan = plan(false);
+        let first_uncontended = |r: Run| {
+            plan.steps().into_iter().find_map(|s| match s {
+                Step::Uncontended(run, p) if run == r => Some(p),
+                _ => None,
+            })
+        };
+        assert_eq!(first_uncontended(Run::WarmUp), Some(Peer::ZkRecipes));
+        assert_eq!(first_uncontended(Run::Repeat(0)), Some(Peer::ZkRecipes));
+        assert_eq!(first_uncontended(Run::Repeat(1)), Some(Peer::ZkRecipesDrop));
+        assert_eq!(first_uncontended(Run::Repeat(2)), Some(Peer::LockClient));
+        let ensemble: Vec<Peer> = plan
+            .steps()
+            .into_iter()
+            .filter_map(|s| match s {
+                Step::EnsembleUncontended(Run::Repeat(1), p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ensemble, [Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::ZkRecipes]);
     }
 }

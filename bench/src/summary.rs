@@ -35,6 +35,8 @@ pub struct Context<'a> {
     pub ensemble_follower: Option<usize>,
     pub zk_version: String,
     pub reaper_ms: u64,
+    /// How each cluster's JIT compilers settled after its warm-ups (see `jit.rs`).
+    pub settled: &'a [(crate::plan::Cluster, crate::jit::Settled)],
 }
 
 /// zk-recipes' median rate ÷ `peer`'s, marked "†" when either did not repeat.
@@ -49,7 +51,8 @@ fn ratio_cell(groups: &Groups, scenario: &str, n: usize, peer: Peer) -> String {
 }
 
 /// The lines on how the figures were made to repeat: pinning, warm-up, spread.
-fn repeatability(s: &mut String, plan: &Plan) {
+fn repeatability(s: &mut String, cx: &Context) {
+    let plan = cx.plan;
     let _ = writeln!(s, "- {}", plan.pinning.describe(plan.runs("network"), plan.runs("fencing")));
     if plan.warms_up() {
         let _ = writeln!(
@@ -57,6 +60,26 @@ fn repeatability(s: &mut String, plan: &Plan) {
             "- warm-up: before its counted repeats, every scenario ran once per peer (and per N) for {} s, \
              not counted (failover: one kill; scale: one queue); the raw write loops ran after it",
             plan.secs.min(WARM_UP_SECS)
+        );
+        for (cluster, how) in cx.settled {
+            let which = match cluster {
+                crate::plan::Cluster::Standalone => "the standalone server",
+                crate::plan::Cluster::Ensemble => "the ensemble",
+            };
+            let _ = writeln!(
+                s,
+                "- JIT: then {which} was loaded (a contended mutex, N = 8, zk-recipes and LockClient in \
+                 turn, not counted) until its JIT compiler threads used at most {} ms of CPU per second \
+                 in {} one-second slices in a row: {}",
+                crate::jit::QUIET_PER_SEC.as_millis(),
+                crate::jit::QUIET_SLICES,
+                how.describe()
+            );
+        }
+        let _ = writeln!(
+            s,
+            "- peers in turn: each repeat starts its scenarios' peers one further along (repeat 1 with \
+             the first, repeat 2 with the second, ...)"
         );
     } else {
         let _ = writeln!(s, "- warm-up: none (--quick, a smoke test)");
@@ -109,7 +132,7 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
             cx.ensemble_raw_p50_ns as f64 / 2000.0
         );
     }
-    repeatability(&mut s, plan);
+    repeatability(&mut s, cx);
     for (p, why) in &plan.skipped {
         let _ = writeln!(s, "- **skipped: {}** ({why})", p.name());
     }
