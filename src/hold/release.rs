@@ -36,6 +36,8 @@ pub(crate) struct SentDelete {
     was_lost: bool,
     /// Whether it says it is clean (see `Conn::send_delete`).
     marked: bool,
+    /// Whether it leaves a tombstone (see `Node::leaves_tomb`): resent as it was first sent.
+    tomb: bool,
     first: DeleteFuture,
 }
 
@@ -45,16 +47,14 @@ impl Hold {
     /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
     /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
     /// whose node still stands is one that passed its limit, its owner deleting the node
-    /// (see `Limit::owner_deletes`).
+    /// (see `Limit::owner_deletes`). A holder admitted at the head leaves a tombstone, unless
+    /// it knows that nobody is queued behind it (see `Node::leaves_tomb`).
     pub fn send_delete(self: &Arc<Self>, clean: bool) -> SentDelete {
         self.monitor.begin_release();
         let was_lost = self.current_status() == LockStatus::Lost;
         let marked = clean && !was_lost && self.node.marks_release;
-        SentDelete {
-            was_lost,
-            marked,
-            first: self.node.conn.send_delete(self.path(), marked, self.node.tomb),
-        }
+        let tomb = self.node.leaves_tomb();
+        SentDelete { was_lost, marked, tomb, first: self.node.conn.send_delete(self.path(), marked, tomb) }
     }
 
     /// Awaits the delete sent by [`Hold::send_delete`], retrying it across connection losses.
@@ -68,8 +68,8 @@ impl Hold {
     /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
     pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
-        let SentDelete { was_lost, marked, first } = sent;
-        let (conn, path, tomb) = (&self.node.conn, self.path(), self.node.tomb);
+        let SentDelete { was_lost, marked, tomb, first } = sent;
+        let (conn, path) = (&self.node.conn, self.path());
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
         // else deleted it.
@@ -179,7 +179,7 @@ impl PendingRelease {
     pub async fn finish(mut self) -> Result<()> {
         let Some(sent) = self.sent.take() else { return Ok(()) };
         let hold = self.hold.clone();
-        let mut resume = ResumeOnDrop { hold: Some(hold.clone()) };
+        let mut resume = ResumeOnDrop { hold: Some(hold.clone()), tomb: sent.tomb };
         let result = hold.finish_delete(sent).await;
         resume.hold = None;
         result
@@ -206,13 +206,15 @@ impl Drop for PendingRelease {
 /// is harmless: its `NoNode` is ignored).
 struct ResumeOnDrop {
     hold: Option<Arc<Hold>>,
+    /// Whether the delete first sent left a tombstone.
+    tomb: bool,
 }
 
 impl Drop for ResumeOnDrop {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
             let (conn, path, marked, tomb) =
-                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release, hold.node.tomb);
+                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release, self.tomb);
             hold.janitor.clone().spawn("cancelled release", async move {
                 conn.delete_quietly_marked(&path, marked, tomb).await;
                 hold.forget_node();

@@ -81,20 +81,62 @@ fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) 
 /// other change of the children (a contender joining), it resolves as [`OwnEvent::Changed`],
 /// which makes the owner read the node again and watch its data from then on. On an
 /// uncontended path it saves the data watch's request and reply: its one event is the one our
-/// own delete fires. `state` was taken before the listing was sent.
+/// own delete fires. `state` was taken before the listing was sent. The [`AloneCheck`] tells,
+/// without polling the event, whether it has fired.
 pub(crate) fn own_watch_from_listing(
     watcher: zookeeper_client::OneshotWatcher,
     state: zookeeper_client::StateWatcher,
-) -> (PendingEvent, OwnCheck) {
+) -> (PendingEvent, OwnCheck, AloneCheck) {
+    let alone = AloneCheck { fired: Arc::default(), state: state.clone() };
+    let fired = alone.fired.clone();
     let event: PendingEvent = Box::pin(async move {
         let event = watcher.changed().await;
+        fired.store(true, std::sync::atomic::Ordering::SeqCst);
         match event.event_type {
             zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
             // Which child changed is not told: read our node again.
             _ => OwnEvent::Changed,
         }
     });
-    (event, OwnCheck::answered(state))
+    (event, OwnCheck::answered(state), alone)
+}
+
+/// What tells a holder, at its release and without a request, that nobody is queued behind it:
+/// its join's listing showed its node alone in the queue (the head, no node after it: kept only
+/// then, see `Queue::admitted`), that listing's child watch (standing in for the data watch on
+/// our node: [`own_watch_from_listing`]) has not fired since, and the connection has not
+/// changed since the listing was sent. A child watch fires on any create or delete of a child,
+/// so a join behind us fires it; after a reconnection the client sets its watches again in an
+/// order of its own (see [`OwnCheck`]), and a watch that has not fired says nothing.
+///
+/// A tombstone is for the waiter right behind us alone (see `Queue::tombstones`): a holder that
+/// knows there is none deletes its node plainly (`Hold::send_delete`), which spares the server
+/// the tombstone's create and delete on the uncontended cycle, where the server is the
+/// bottleneck. A join whose create the server took in before our delete, but whose event has
+/// not reached us (or not been polled: the hold's own-node task sets `fired`), finds no
+/// tombstone: at worst it lists, as after any departure without one, one read more. (A waiter
+/// whose listing shows our node as the head, as any later listing does, enters on its deletion
+/// alone anyway; only a waiter further back watches a tombstone.)
+pub(crate) struct AloneCheck {
+    /// Set once the listing's child watch fired (any event: a change of the children, or the
+    /// session's end).
+    fired: Arc<std::sync::atomic::AtomicBool>,
+    /// Taken before the listing was sent.
+    state: zookeeper_client::StateWatcher,
+}
+
+impl AloneCheck {
+    /// Whether nobody has joined behind our node since the join's listing, as far as we know
+    /// now.
+    pub fn holds(&self) -> bool {
+        if self.fired.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        // A clone has seen what the original has: any change of the connection since shows.
+        let mut state = self.state.clone();
+        let mut changed = std::pin::pin!(state.changed());
+        poll_now(changed.as_mut()).is_none()
+    }
 }
 
 /// What tells a waiter, without a request, that the watch on its own node still speaks for the
@@ -245,6 +287,9 @@ pub(crate) struct OwnNodeWatch {
     /// Whether the event is the join's listing's child watch standing in for the data watch
     /// (see [`own_watch_from_listing`]): a holder keeps it; a waiter sets the data watch.
     pub from_listing: bool,
+    /// While the event is that child watch, and the listing showed our node alone: whether
+    /// nobody has joined behind it since (see [`AloneCheck`]), for our release.
+    pub alone: Option<AloneCheck>,
 }
 
 /// Our node in a queue.
@@ -303,7 +348,7 @@ impl Entry {
             Ok((data, _, watcher)) => {
                 self.own.event = Some(Box::pin(async move { watcher.changed().await.into() }));
                 self.own.check = Some(OwnCheck::answered(state));
-                self.own.from_listing = false;
+                (self.own.from_listing, self.own.alone) = (false, None);
                 if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }
@@ -315,9 +360,11 @@ impl Entry {
     }
 
     /// Sets the data watch on our node without waiting for its answer (see [`watch_own_node`]).
+    /// It takes over from the listing's child watch, if that stood in.
     pub fn send_own_watch(&mut self) {
         let (event, check) = watch_own_node(&self.conn.client, &self.path);
         (self.own.event, self.own.check) = (Some(event), Some(check));
+        (self.own.from_listing, self.own.alone) = (false, None);
     }
 
     /// Our node was deleted by someone else: disarms (nothing to delete) and says so.
@@ -364,6 +411,7 @@ impl Entry {
             revoked: self.revoke_requested,
             marks_release: self.mark.on,
             tomb: self.mark.tomb(),
+            alone: self.own.alone.take(),
         }
     }
 }
@@ -426,8 +474,11 @@ pub(crate) struct EntryParts {
     pub follow_own: bool,
     pub revoked: bool,
     pub marks_release: bool,
-    /// Whether its delete leaves a tombstone (see [`CleanMark::tomb`]).
+    /// Whether its delete leaves a tombstone (see [`CleanMark::tomb`]), unless it knows then
+    /// that nobody is queued behind it (`alone`).
     pub tomb: bool,
+    /// Whether nobody has joined behind our node since the join's listing (see [`AloneCheck`]).
+    pub alone: Option<AloneCheck>,
 }
 
 impl Drop for Entry {

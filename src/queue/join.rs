@@ -152,8 +152,9 @@ impl Queue {
                                 shared.guesses.idle.note(children.len() == 1);
                             }
                             if let (Some(watcher), Some(state)) = (watcher, state) {
-                                let (event, check) = entry::own_watch_from_listing(watcher, state);
+                                let (event, check, alone) = entry::own_watch_from_listing(watcher, state);
                                 (entry.own.event, entry.own.check) = (Some(event), Some(check));
+                                entry.own.alone = Some(alone);
                                 entry.own.follow = true;
                                 entry.own.from_listing = true;
                             }

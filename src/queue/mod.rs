@@ -22,7 +22,9 @@
 //!   behind a node also watches that node's tombstone's name (an exists watch): a holder
 //!   admitted at the head creates and deletes it in the transaction that deletes its node, so
 //!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
-//!   nothing after the joins. Without them (a lock delay), a rule may name a second node to
+//!   nothing after the joins. A holder that knows nobody is behind it (its join's listing
+//!   showed it alone, and that listing's child watch, standing in for the data watch, has not
+//!   fired since: see `entry::AloneCheck`) deletes plainly: a tombstone would be for no one. Without them (a lock delay), a rule may name a second node to
 //!   watch, further ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead
 //!   too), so that a deletion notifies at most two waiters. Watches that have not fired are
 //!   kept from one round to the next, not set again, and once admitted until they fire (a
@@ -47,7 +49,7 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, SessionState};
 
-pub(crate) use self::entry::{Entry, EntryParts, OwnEvent, PendingEvent};
+pub(crate) use self::entry::{AloneCheck, Entry, EntryParts, OwnEvent, PendingEvent};
 pub use self::events::{GiveUpReason, QueueEvent};
 pub(crate) use self::events::{Progress, Sink};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
@@ -141,7 +143,7 @@ impl Queue {
 
     /// Whether tombstones are on (see [`Admission::leaves_tombstone`]): a holder the rule says
     /// is admitted at the head leaves one in the transaction that deletes its node
-    /// (`Conn::send_delete`), and the waiter right behind it watches its name instead of the
+    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`entry::AloneCheck`), and the waiter right behind it watches its name instead of the
     /// node two ahead: seeing the tombstone's creation and then the node's deletion, it is the
     /// head, and enters with no listing. Any other deletion (a waiter giving up, an expiry, a
     /// peer's release) makes it list as before. Off with a lock delay, whose waiters read how

@@ -99,8 +99,9 @@ impl Queue {
                 // Sent before the watch on the node ahead: see below. A waiter does not keep the
                 // listing's child watch as its own-node watch (it would fire for every join
                 // behind, and for the deletion we wait on, each time costing a read): the data
-                // watch takes over, and the child watch is kept, unpolled, until that one fires
-                // (dropped unfired, it would cost a request to remove it).
+                // watch takes over (`send_own_watch` ends the stand-in), and the child watch is
+                // kept, unpolled, until that one fires (dropped unfired, it would cost a request
+                // to remove it).
                 // (Without the child watch, the slot is empty here: nothing to keep.)
                 let child = entry.own.event.take();
                 entry.send_own_watch();
@@ -111,7 +112,6 @@ impl Queue {
                         own
                     }));
                 }
-                entry.own.from_listing = false;
             }
             if self.watches_children(decision) {
                 children = self.watch_children(entry, &mut listed, report, progress).await?;
@@ -309,6 +309,14 @@ impl Queue {
         if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
             // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
             entry.mark.at_head = true;
+        }
+        // The alone check is kept only while the join's listing's child watch stands in for the
+        // own-node watch, and a waiting round ends that (`Entry::send_own_watch`): when it is
+        // there, `queue` is the join's listing. Unless that listing showed our node alone (the
+        // head, none after it), someone may be behind us from the start: our release leaves its
+        // tombstone (see `AloneCheck`).
+        if queue.len() != 1 {
+            entry.own.alone = None;
         }
         if rule.announce_admission(queue, me) {
             let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
