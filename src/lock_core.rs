@@ -89,10 +89,18 @@ pub(crate) const LEAVE_GRACE: std::time::Duration = std::time::Duration::from_mi
 
 /// Runs `fut` until `deadline`, when there is one; `None` if the deadline came first (the
 /// future is dropped, which every queue future survives: see their cancel safety).
-async fn by_deadline<F: std::future::Future>(deadline: Option<Instant>, fut: F) -> Option<F::Output> {
+///
+/// Not an `async fn`: one would keep `fut` twice (as its argument, and again in whichever
+/// branch runs), and an acquire's future keeps room for its largest state for as long as a
+/// waiter waits (issue 38: memory per queued waiter). This keeps it once.
+fn by_deadline<F: std::future::Future>(
+    deadline: Option<Instant>,
+    fut: F,
+) -> impl std::future::Future<Output = Option<F::Output>> {
+    use futures_util::future::{Either, FutureExt};
     match deadline {
-        Some(deadline) => tokio::time::timeout_at(deadline.into(), fut).await.ok(),
-        None => Some(fut.await),
+        Some(deadline) => Either::Left(tokio::time::timeout_at(deadline.into(), fut).map(Result::ok)),
+        None => Either::Right(fut.map(Some)),
     }
 }
 
@@ -401,7 +409,9 @@ impl LockCore {
         span.record("node", entry.name.as_str());
         span.record("seq", entry.seq);
 
-        let admitted = match by_deadline(deadline, self.queue.verify_root(conn, root)).await {
+        // The states below that are not the wait are boxed too, each only while it runs: the
+        // future keeps room for the largest of its states.
+        let admitted = match Box::pin(by_deadline(deadline, self.queue.verify_root(conn, root))).await {
             None => Ok(Attempt::OutOfTime),
             Some(Err(e)) => Err(e),
             Some(Ok(())) => Ok(Attempt::Admitted(())),
@@ -409,7 +419,9 @@ impl LockCore {
         let admitted = match (admitted, wait) {
             (Ok(Attempt::Admitted(())), Wait::Try) => match self.queue.decide(&entry, rule, &children) {
                 Ok((queue, me, Decision::Proceed)) => {
-                    self.queue.admitted(&mut entry, rule, &queue, me).await.map(|()| Attempt::Admitted(()))
+                    Box::pin(self.queue.admitted(&mut entry, rule, &queue, me))
+                        .await
+                        .map(|()| Attempt::Admitted(()))
                 }
                 Ok(_) => Ok(Attempt::NotFree),
                 Err(e) => Err(e),
@@ -430,7 +442,7 @@ impl LockCore {
         match admitted {
             Ok(Attempt::Admitted(())) => Ok(Attempt::Admitted(entry)),
             Ok(other) => {
-                if let Some(left) = self.leave_bounded(entry).await {
+                if let Some(left) = Box::pin(self.leave_bounded(entry)).await {
                     left?;
                 }
                 Ok(match other {
@@ -439,7 +451,7 @@ impl LockCore {
                 })
             }
             Err(e) => {
-                if let Some(Err(leave)) = self.leave_bounded(entry).await {
+                if let Some(Err(leave)) = Box::pin(self.leave_bounded(entry)).await {
                     tracing::debug!(error = %leave, "leaving after an error");
                 }
                 Err(e)
