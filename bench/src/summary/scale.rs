@@ -97,20 +97,48 @@ pub fn spread(s: &mut String, groups: &Groups, plan: &Plan) {
     }
     // How the bytes per handoff grow with N: flat when a waiter moving up does not list the queue.
     for &p in &peers {
-        let bytes: Vec<String> = plan
+        let bytes: Vec<(usize, f64)> = plan
             .spread_ns
             .iter()
-            .filter_map(|&n| {
-                Some(format!("N={n}: {}", num(groups.median(SC, n, p, |r| r.bytes_per_op())?, 0)))
-            })
+            .filter_map(|&n| Some((n, groups.median(SC, n, p, |r| r.bytes_per_op())?)))
             .collect();
-        if bytes.len() > 1 {
-            let _ = writeln!(
-                s,
-                "- bytes per handoff, {}: {} (flat in N once moving up lists nothing)",
-                p.name(),
-                bytes.join(", ")
-            );
+        if let (Some(first), Some(last)) = (bytes.first(), bytes.last()) {
+            if bytes.len() > 1 {
+                let list: Vec<String> = bytes.iter().map(|(n, b)| format!("N={n}: {}", num(*b, 0))).collect();
+                let _ = writeln!(
+                    s,
+                    "- bytes per handoff, {}: {} ({})",
+                    p.name(),
+                    list.join(", "),
+                    growth(first, last)
+                );
+            }
         }
+    }
+}
+
+/// How bytes per handoff went from the smallest N to the largest: flat (within a quarter), or
+/// the factor they grew by.
+fn growth(first: &(usize, f64), last: &(usize, f64)) -> String {
+    let factor = last.1 / first.1.max(1.0);
+    if factor <= 1.25 {
+        "flat in N: moving up lists nothing".into()
+    } else {
+        format!("×{factor:.1} from N={} to N={}: moving up lists the queue", first.0, last.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::growth;
+
+    #[test]
+    fn says_flat_only_when_the_bytes_stay_flat() {
+        // The 2026-11-25 run: zk-recipes and LockClient at N = 1,024 and 4,096.
+        assert_eq!(growth(&(1024, 392.0), &(4096, 377.0)), "flat in N: moving up lists nothing");
+        assert_eq!(
+            growth(&(1024, 30_422.0), &(4096, 250_645.0)),
+            "×8.2 from N=1024 to N=4096: moving up lists the queue"
+        );
     }
 }
