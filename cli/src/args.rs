@@ -13,6 +13,8 @@ use crate::zk::{Kind, Wait};
 #[command(name = "zklock", version, about = "Run a command under a ZooKeeper lock or leadership.")]
 pub struct Cli {
     /// ZooKeeper connect string, host:port[,host:port...][/chroot].
+    // Also the `--help` text, which shows the brackets as written: not links.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, env = "ZK_CONNECT", global = true)]
     pub connect: Option<String>,
     /// Session timeout to ask for, at least 1ms: how long after zklock dies (or is cut off)

@@ -199,7 +199,7 @@ pub struct Safety<'a> {
     pub grace: Duration,
     /// Subtracted from the safe window (see [`deadline::default_margin`]).
     pub margin: Duration,
-    /// The session's safe window (see [`crate::zk::safe_until`]); `None` once certainly lost.
+    /// The session's safe window (see [`crate::zk::Contact::session_safe_until`]); `None` once certainly lost.
     pub safe_until: &'a (dyn Fn() -> Option<Instant> + Sync),
     /// Fresh contacts move the watchdog.
     pub contact: Contact,

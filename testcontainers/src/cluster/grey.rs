@@ -12,7 +12,7 @@
 //!   container) and unmounted when the cluster is dropped. [`ZkCluster::fill_log_disk`] fills
 //!   one with a filler file; [`ZkCluster::free_log_disk`] deletes it.
 //! * [`ZkCluster::partition_one_way`] and [`ZkCluster::delay_link`] act on one direction between
-//!   two servers of a [`ClusterConfig::partitionable`] ensemble.
+//!   two servers of a [`ClusterConfig::partitionable`](crate::ClusterConfig::partitionable) ensemble.
 
 use std::ffi::CString;
 use std::io::Write as _;
