@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use tracing::instrument::WithSubscriber as _;
-use zk_recipes::{ConnectFailure, Error, Probe, Session};
+use zk_recipes::{ConnectFailure, ConnectOptions, Error, Probe, Session};
 use zk_testcluster::ClusterConfig;
 
 /// The one place that connects, so that a change of the connect API is a one-line change.
@@ -278,6 +278,34 @@ async fn a_session_timeout_zookeeper_cannot_take_is_refused_before_connecting() 
                 );
             }
             other => panic!("{requested:?} was not refused: {other:?}"),
+        }
+    }
+    listener.set_nonblocking(true).unwrap();
+    let accepted = listener.accept();
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing should have connected: {accepted:?}"
+    );
+}
+
+/// Backs "a beat period outside a twentieth to three twentieths of the timeout is refused before
+/// anything is sent" (`ConnectOptions::beat_period`).
+#[tokio::test]
+async fn a_beat_period_outside_a_twentieth_to_three_twentieths_is_refused_before_connecting() {
+    init_tracing();
+    let (listener, address) = silent_listener();
+    for fraction in [0.0, 0.049, 0.151, 0.2, 1.0, -0.1, f64::NAN, f64::INFINITY] {
+        let options = ConnectOptions::new(Duration::from_secs(4)).beat_period(fraction);
+        match within("a refused period", Session::connect_with(&address.to_string(), &options)).await {
+            Err(err @ Error::InvalidBeatPeriod { .. }) => {
+                let message = err.to_string();
+                assert!(
+                    matches!(err, Error::InvalidBeatPeriod { fraction: f } if f.to_bits() == fraction.to_bits()),
+                    "{message}"
+                );
+                assert!(message.contains("invalid beat period") && message.contains("0.15"), "{message}");
+            }
+            other => panic!("{fraction} was not refused: {other:?}"),
         }
     }
     listener.set_nonblocking(true).unwrap();

@@ -9,11 +9,13 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use zk_recipes::{ConnectionState, InterProcessMutex};
+use zk_recipes::zookeeper_client::{Acls, CreateMode};
+use zk_recipes::{ConnectOptions, ConnectionState, InterProcessMutex, Session};
 use zk_testcluster::{ClusterConfig, Mode, ZkCluster};
 
 /// The holder's session: 1 s, well inside the ensemble's `syncLimit` (10 ticks of 200 ms), so
@@ -139,4 +141,132 @@ async fn a_session_back_after_its_window_passed_opens_it_again() {
     assert_eq!(status.state, ConnectionState::Reconnected, "{status:?}");
     assert_eq!(status.generation, 1);
     assert!(session.safe_until().is_some_and(|until| until > Instant::now()));
+}
+
+/// What a session's proofs showed: how many came, the latest window of its first session they
+/// opened, and whether that session was ever suspended (its window lapsed while connected).
+#[derive(Default)]
+struct Proofs {
+    count: AtomicU64,
+    latest_window: Mutex<Option<Instant>>,
+    suspended: AtomicBool,
+}
+
+/// Follows `session`'s proofs (each moves [`Session::contacts`]) until its first session ends.
+fn follow(session: &Session) -> (Arc<Proofs>, tokio::task::JoinHandle<()>) {
+    let proofs = Arc::new(Proofs::default());
+    let task = tokio::spawn({
+        let (session, proofs) = (session.clone(), proofs.clone());
+        let mut contacts = session.contacts();
+        let mut states = session.states();
+        contacts.mark_unchanged();
+        async move {
+            loop {
+                let status = *states.borrow_and_update();
+                if status.generation != 1
+                    || matches!(status.state, ConnectionState::Lost | ConnectionState::Closed)
+                {
+                    return;
+                }
+                if status.state == ConnectionState::Suspended {
+                    proofs.suspended.store(true, Ordering::SeqCst);
+                }
+                tokio::select! {
+                    changed = contacts.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        if let Some(contact) = *contacts.borrow_and_update() {
+                            proofs.count.fetch_add(1, Ordering::SeqCst);
+                            let window = contact + session.session_timeout();
+                            let mut latest = proofs.latest_window.lock().unwrap();
+                            *latest = Some(latest.map_or(window, |l| l.max(window)));
+                        }
+                    }
+                    _ = states.changed() => {}
+                }
+            }
+        }
+    });
+    (proofs, task)
+}
+
+/// The requests the server has received from session `sid` (`cons`: `recved`).
+async fn received(zk: &ZkCluster, sid: i64) -> u64 {
+    let cons = zk.four_letter(0, "cons").await.expect("cons");
+    let line = cons.lines().find(|l| l.contains(&format!("sid={sid:#x},"))).expect("the session in cons");
+    line.split("recved=").nth(1).and_then(|r| r.split([',', ')']).next()?.parse().ok()).expect("recved")
+}
+
+/// `ConnectOptions::beat_period(0.15)`, the longest: the session beats (and proves) a third as
+/// often as at the default twentieth, the server hears from it a third as often (the client
+/// crate's own pings, three twentieths after its last request, do not come in between), its
+/// window stays open while connected, and it still never reaches past the moment the server
+/// expires the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_beat_period_beats_less_and_its_window_stays_short_of_the_expiry() {
+    const TIMEOUT: Duration = Duration::from_secs(4);
+    init_tracing();
+    let zk = standalone().await;
+    let proxy = zk.proxy().expect("proxy");
+    let default = session_with_timeout(&zk.connect_string(), TIMEOUT).await;
+    let longest = within(
+        "a session beating every three twentieths",
+        Session::connect_with(&proxy.connect_string(), &ConnectOptions::new(TIMEOUT).beat_period(0.15)),
+    )
+    .await
+    .expect("session");
+    let sid = |s: &Session| s.client().expect("client").session_id().0;
+    let (default_proofs, default_task) = follow(&default);
+    let (longest_proofs, longest_task) = follow(&longest);
+    let (default_before, longest_before) =
+        (received(&zk, sid(&default)).await, received(&zk, sid(&longest)).await);
+
+    // Two timeouts' worth of the default's proofs (twenty per timeout once the chain is full).
+    eventually("40 proofs of the default period", || async {
+        default_proofs.count.load(Ordering::SeqCst) >= 40
+    })
+    .await;
+    let (default_count, longest_count) =
+        (default_proofs.count.load(Ordering::SeqCst), longest_proofs.count.load(Ordering::SeqCst));
+    let default_sent = received(&zk, sid(&default)).await - default_before;
+    let longest_sent = received(&zk, sid(&longest)).await - longest_before;
+    // About a third as many beats, and requests at the server.
+    assert!(
+        longest_count > 0 && longest_count * 2 < default_count,
+        "proofs: {longest_count} at three twentieths, {default_count} at the default"
+    );
+    assert!(
+        longest_sent * 2 < default_sent,
+        "requests received: {longest_sent} at three twentieths, {default_sent} at the default"
+    );
+    assert!(!longest_proofs.suspended.load(Ordering::SeqCst), "the window lapsed while connected");
+    assert!(longest.safe_until().is_some_and(|until| until > Instant::now()));
+
+    // The server expires the session once it hears nothing: every window it had opened ends
+    // before that.
+    let node = "/beat-period-longest";
+    longest
+        .client()
+        .expect("client")
+        .create(node, b"", &CreateMode::Ephemeral.with_acls(Acls::anyone_all()))
+        .await
+        .expect("an ephemeral node");
+    let admin = client(&zk.connect_string()).await;
+    let (found, gone) = admin.check_and_watch_stat(node).await.expect("watch");
+    assert!(found.is_some());
+    proxy.blackhole();
+    within("the session to expire at the server", gone.changed()).await;
+    let expired = Instant::now();
+    let latest = longest_proofs.latest_window.lock().unwrap().expect("a window");
+    assert!(
+        latest <= expired,
+        "the window reached {:?} past the session's expiry at the server",
+        latest - expired
+    );
+    default_task.abort();
+    longest_task.abort();
+    proxy.heal();
+    default.close().await;
+    longest.close().await;
 }

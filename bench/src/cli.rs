@@ -80,6 +80,11 @@ pub struct Args {
     /// Kills of the leader's process per failover run [default: 5; --quick: 2].
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub failover_kills: Option<u32>,
+    /// The failover scenario's zk-recipes candidates beat this fraction of the negotiated
+    /// session timeout after each answer (`ConnectOptions::beat_period`: 0.05 to 0.15)
+    /// [default: the library's, a twentieth]. Named in the report when set.
+    #[arg(long, value_name = "F", value_parser = beat_fraction)]
+    pub beat_period: Option<f64>,
     #[command(subcommand)]
     pub child: Option<ChildCommand>,
 }
@@ -91,7 +96,24 @@ pub enum ChildCommand {
     ScaleChild { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
     /// (internal) A candidate of the failover scenario, in its own process.
     #[command(hide = true)]
-    ElectChild { recipe: String, connect: String, path: String, id: String, session_ms: u64 },
+    ElectChild {
+        recipe: String,
+        connect: String,
+        path: String,
+        id: String,
+        session_ms: u64,
+        /// `ConnectOptions::beat_period` (the library's default when absent).
+        #[arg(long)]
+        beat_period: Option<f64>,
+    },
+}
+
+/// A beat period as `ConnectOptions::beat_period` takes it (the library checks the range again).
+fn beat_fraction(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.05..=0.15).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?} is not a fraction of the session timeout in [0.05, 0.15]")),
+    }
 }
 
 fn positive_secs(s: &str) -> Result<f64, String> {

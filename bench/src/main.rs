@@ -298,7 +298,9 @@ async fn run(plan: Plan, out: PathBuf) -> Result<bool, String> {
             Step::Failover(run, recipe, peer, session) => {
                 let kills = plan.kills_of(run);
                 let scenario = failover_scenario(recipe);
-                let split = peers::failover(zk()?, peer, recipe, kills, session, &path(scenario)).await?;
+                let split =
+                    peers::failover(zk()?, (peer, plan.beat_period), recipe, kills, session, &path(scenario))
+                        .await?;
                 rows.push(peers::failover_row(scenario, peer, session, r, split));
             }
             Step::Scale(_, n, procs, peer) => {
@@ -511,8 +513,9 @@ fn run_child(child: &ChildCommand) {
             let child = peers::scale_child(peer, connect, path, *waiters, *total, *hold == 1);
             ("scale-child", runtime().block_on(child))
         }
-        ChildCommand::ElectChild { recipe, connect, path, id, session_ms } => {
-            ("elect-child", runtime().block_on(peers::elect_child(recipe, connect, path, id, *session_ms)))
+        ChildCommand::ElectChild { recipe, connect, path, id, session_ms, beat_period } => {
+            let child = peers::elect_child(recipe, connect, path, id, *session_ms, *beat_period);
+            ("elect-child", runtime().block_on(child))
         }
     };
     if let Err(e) = outcome {
@@ -565,6 +568,7 @@ fn main() {
         } else {
             args.failover_sessions.iter().map(|s| Duration::from_secs(*s)).collect()
         },
+        beat_period: args.beat_period,
         ensemble_n: 8,
         scale_waiters: if quick { 128 } else { 1024 },
         spread_ns: if quick { vec![16] } else { vec![1024, 4096] },

@@ -40,6 +40,9 @@ pub struct Plan {
     pub failover_kills: usize,
     /// The failover scenario's session timeouts (a run of it for each).
     pub failover_sessions: Vec<Duration>,
+    /// `--beat-period`: the failover scenario's zk-recipes candidates' beat period (a fraction
+    /// of the negotiated timeout; `None`: the library's default).
+    pub beat_period: Option<f64>,
     pub ensemble_n: usize,
     pub scale_waiters: usize,
     /// The `scale-spread` queues' waiters, and the processes (one session each) they spread over.
@@ -431,6 +434,7 @@ mod tests {
             leader_candidates: 3,
             failover_kills: 5,
             failover_sessions: vec![crate::peers::FAILOVER_SESSION],
+            beat_period: None,
             ensemble_n: 4,
             scale_waiters: 16,
             spread_ns: vec![16, 32],

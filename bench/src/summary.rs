@@ -104,6 +104,13 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         if plan.repeats == 1 { "" } else { "s" }
     );
     let _ = writeln!(s, "- date: {}; machine: {}", today(), machine(plan.pinning.available.len()));
+    if let Some(fraction) = plan.beat_period.filter(|_| plan.runs("failover")) {
+        let _ = writeln!(
+            s,
+            "- beat period (--beat-period): the failover scenario's zk-recipes candidates beat {fraction} of \
+             the negotiated session timeout after each answer (the library's default: 0.05)"
+        );
+    }
     let _ = writeln!(
         s,
         "- servers: ZooKeeper {} on loopback, a standalone server, then a 3-node ensemble; forceSync=no; \

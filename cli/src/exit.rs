@@ -61,6 +61,7 @@ impl From<zk_recipes::Error> for Failure {
             | E::FormatConflict { .. }
             | E::RecipeConflict { .. }
             | E::InvalidSessionTimeout { .. }
+            | E::InvalidBeatPeriod { .. }
             | E::UnsupportedFormat { .. }
             | E::LeaseMaxMismatch { .. }
             | E::Tls { .. } => USAGE,

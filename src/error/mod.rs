@@ -321,6 +321,17 @@ pub enum Error {
         /// The session timeout asked for.
         requested: Duration,
     },
+
+    /// A beat period ([`crate::ConnectOptions::beat_period`]) outside a twentieth to three
+    /// twentieths of the session timeout (or not a number). Nothing was sent.
+    #[error(
+        "invalid beat period {fraction} of the session timeout: ask for 0.05 (a twentieth, the \
+         default) to 0.15 (three twentieths)"
+    )]
+    InvalidBeatPeriod {
+        /// The fraction of the negotiated session timeout asked for.
+        fraction: f64,
+    },
 }
 
 /// An error reported by the `zookeeper-client` crate, kept opaque so that this crate's API does

@@ -19,6 +19,7 @@ pub struct ConnectOptions {
     auth: Vec<(String, Vec<u8>)>,
     create_chroot: bool,
     pub(crate) tcp_nodelay: bool,
+    pub(crate) beat_period: f64,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
 }
@@ -32,6 +33,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("auth", &format_args!("{schemes:?} (credentials redacted)"))
             .field("create_chroot", &self.create_chroot)
             .field("tcp_nodelay", &self.tcp_nodelay)
+            .field("beat_period", &self.beat_period)
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
@@ -44,7 +46,8 @@ impl ConnectOptions {
     /// [`Error::InvalidSessionTimeout`]; the server bounds it to its `[minSessionTimeout,
     /// maxSessionTimeout]`, by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
     /// after an expiry backs off from 50 ms up to 5 s; Nagle's algorithm off on the
-    /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]).
+    /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]); a beat a twentieth of the
+    /// timeout after the previous one's answer (see [`ConnectOptions::beat_period`]).
     pub fn new(session_timeout: Duration) -> ConnectOptions {
         ConnectOptions {
             session_timeout,
@@ -52,6 +55,7 @@ impl ConnectOptions {
             auth: Vec::new(),
             create_chroot: false,
             tcp_nodelay: true,
+            beat_period: DEFAULT_BEAT_PERIOD,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -107,6 +111,44 @@ impl ConnectOptions {
         self.tcp_nodelay = on;
         self
     }
+
+    /// How long after a beat's answer the session sends the next beat, as a fraction of the
+    /// **negotiated** session timeout (the one the server granted,
+    /// [`crate::Session::session_timeout`], for every new session too): from `0.05` (a
+    /// twentieth, the default) to `0.15` (three twentieths). The period is at least 10 ms.
+    ///
+    /// A beat is a `sync` that the leader answers. With `j` answered, `m` the first beat sent
+    /// a quarter of the timeout or more after that, and `k` the next, `k`'s answer proves that
+    /// `j` reached the leader: [`crate::Session::safe_until`] counts from that proof
+    /// (docs/safety.md, "The safe window"). The period trades two things:
+    ///
+    /// * **The window's freshness.** The proven contact lags the latest answer by a quarter of
+    ///   the timeout rounded up to whole periods plus one period, and one period more just
+    ///   before the next proof (plus round trips). So `safe_until()` stays ahead, while
+    ///   connected, by about 0.65 to 0.7 of the timeout at the default, 0.5 to 0.6 at `0.1`,
+    ///   0.4 to 0.55 at `0.15` (measured: docs/performance.md). A hold that stops at its
+    ///   `safe_until()` gets that much less time, and a process stalled for longer than what is
+    ///   left is suspended by its own session.
+    /// * **Failover after a crash.** The server expires a killed process's session one timeout
+    ///   after it last heard from it. Beats every twentieth keep that moment recent, so the
+    ///   process's locks and leadership pass on about a whole timeout after the crash; with a
+    ///   longer period the server had last heard from it, on average, about half a period
+    ///   before the crash (a whole period at most), and the failover comes that much sooner.
+    ///
+    /// The range ends at three twentieths because the client crate pings the server by itself
+    /// three twentieths of the timeout after its last request: with a longer period those
+    /// pings fill the gaps, so the server's silence grows no longer (the failover comes no
+    /// sooner) while the window grows staler (at `0.2`, 0.2 to 0.4 of the timeout ahead, with
+    /// more requests than at `0.15`). A twentieth is the shortest: beats more often would load
+    /// the servers for almost no freshness (the quarter of the timeout dominates the lag).
+    ///
+    /// # Errors
+    /// Connecting ([`crate::Session::connect_with`]) fails at once, nothing sent, with
+    /// [`Error::InvalidBeatPeriod`] for a fraction outside `[0.05, 0.15]` or not a number.
+    pub fn beat_period(mut self, fraction_of_timeout: f64) -> ConnectOptions {
+        self.beat_period = fraction_of_timeout;
+        self
+    }
 }
 
 /// Every address the hosts of `connect` resolve to now (hosts that do not resolve are left out).
@@ -132,7 +174,7 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 /// after the wait, as for a server that does not answer.
 ///
 /// # Errors
-/// [`Error::InvalidSessionTimeout`] at once; [`Error::Resolve`] when no host of `connect`
+/// [`Error::InvalidSessionTimeout`] and [`Error::InvalidBeatPeriod`] at once; [`Error::Resolve`] when no host of `connect`
 /// resolves to an address (at once, not after the wait); [`Error::Connect`]; [`Error::Tls`] for
 /// a server name no certificate can be checked against; [`Error::ChrootMissing`] when the chroot
 /// does not exist and `create_chroot` is off; [`Error::NoAuth`] when creating the chroot is
@@ -142,6 +184,7 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 /// Cancel-safe: dropping the future abandons the attempt.
 pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
     check_session_timeout(options.session_timeout)?;
+    check_beat_period(options.beat_period)?;
     let wait = connect_wait(options.session_timeout);
     let deadline = tokio::time::Instant::now() + wait;
     let (servers, chroot) = split_chroot(connect);
@@ -207,6 +250,24 @@ pub(crate) fn check_session_timeout(requested: Duration) -> Result<()> {
         Ok(())
     } else {
         Err(Error::InvalidSessionTimeout { requested })
+    }
+}
+
+/// The default beat period, as a fraction of the negotiated session timeout: a twentieth.
+pub(crate) const DEFAULT_BEAT_PERIOD: f64 = 1.0 / 20.0;
+/// The shortest beat period that can be asked for: the default.
+const MIN_BEAT_PERIOD: f64 = DEFAULT_BEAT_PERIOD;
+/// The longest: three twentieths, when the client crate's own pings begin to fill the gaps
+/// (see [`ConnectOptions::beat_period`]).
+const MAX_BEAT_PERIOD: f64 = 3.0 / 20.0;
+
+/// Refuses a beat period outside `[MIN_BEAT_PERIOD, MAX_BEAT_PERIOD]` (and NaN), see
+/// [`Error::InvalidBeatPeriod`].
+pub(crate) fn check_beat_period(fraction: f64) -> Result<()> {
+    if (MIN_BEAT_PERIOD..=MAX_BEAT_PERIOD).contains(&fraction) {
+        Ok(())
+    } else {
+        Err(Error::InvalidBeatPeriod { fraction })
     }
 }
 

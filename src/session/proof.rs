@@ -39,22 +39,24 @@ pub(super) struct BeatChain {
 }
 
 /// At most this many answered beats are kept. Beats come a period apart, and the chain keeps
-/// those within `spacing` of the newest and one before: about 7.
+/// those within `spacing` of the newest and one before: about 7 at the default period.
 const KEPT: usize = 64;
 
 impl BeatChain {
-    /// A chain for a session timeout of `timeout`.
-    pub(super) fn new(timeout: Duration) -> BeatChain {
+    /// A chain for a (negotiated) session timeout of `timeout`, beating every `period` of it
+    /// (a fraction, `ConnectOptions::beat_period`: a twentieth to three twentieths).
+    pub(super) fn new(timeout: Duration, period: f64) -> BeatChain {
         BeatChain {
             spacing: spacing(timeout),
-            period: (timeout / 20).max(Duration::from_millis(10)),
+            period: timeout.mul_f64(period).max(Duration::from_millis(10)),
             answered: VecDeque::new(),
         }
     }
 
-    /// The time from a beat's answer to the next beat's send: a twentieth of the timeout (at
-    /// least 10 ms). The proven contact then lags the latest answer by `spacing` plus two to
-    /// three periods (and round trips): 0.35 to 0.4 of the timeout.
+    /// The time from a beat's answer to the next beat's send: the fraction of the timeout (at
+    /// least 10 ms). The proven contact then lags the latest answer by `spacing` rounded up to
+    /// whole periods plus one to two periods (and round trips): 0.3 to 0.35 of the timeout at a
+    /// twentieth (the default), 0.45 to 0.6 at three twentieths (the longest).
     pub(super) fn period(&self) -> Duration {
         self.period
     }
@@ -104,7 +106,7 @@ mod tests {
     #[test]
     fn the_third_spaced_beat_proves_the_first() {
         let base = Instant::now();
-        let mut chain = BeatChain::new(Duration::from_millis(4_000)); // spacing 1 s
+        let mut chain = BeatChain::new(Duration::from_millis(4_000), 0.05); // spacing 1 s
         assert_eq!(chain.answered(at(base, 0), at(base, 10)), None);
         // `m` sent 1 s after the first answer: the first is not proven yet (no `k`).
         assert_eq!(chain.answered(at(base, 1_010), at(base, 1_020)), None);
@@ -115,7 +117,7 @@ mod tests {
     #[test]
     fn beats_closer_than_the_spacing_prove_an_older_beat_or_nothing() {
         let base = Instant::now();
-        let mut chain = BeatChain::new(Duration::from_millis(4_000));
+        let mut chain = BeatChain::new(Duration::from_millis(4_000), 0.05);
         assert_eq!(chain.answered(at(base, 0), at(base, 10)), None);
         // `m` sent 500 ms after the first answer: no ping is known to lie between them.
         assert_eq!(chain.answered(at(base, 510), at(base, 520)), None);
@@ -128,7 +130,7 @@ mod tests {
     #[test]
     fn a_beat_answered_after_the_next_was_sent_is_no_witness() {
         let base = Instant::now();
-        let mut chain = BeatChain::new(Duration::from_millis(4_000));
+        let mut chain = BeatChain::new(Duration::from_millis(4_000), 0.05);
         chain.answered(at(base, 0), at(base, 10));
         chain.answered(at(base, 1_010), at(base, 3_000));
         // Sent before the previous beat's answer: that beat cannot serve as `m`, and the first
@@ -137,9 +139,34 @@ mod tests {
     }
 
     #[test]
+    fn the_period_is_the_fraction_of_the_negotiated_timeout_at_least_10_ms() {
+        let ms = Duration::from_millis;
+        assert_eq!(BeatChain::new(ms(4_000), 0.05).period(), ms(200));
+        assert_eq!(BeatChain::new(ms(4_000), 0.15).period(), ms(600));
+        assert_eq!(BeatChain::new(ms(100), 0.05).period(), ms(10));
+    }
+
+    #[test]
+    fn at_three_twentieths_each_proof_is_of_the_beat_three_back() {
+        let base = Instant::now();
+        // 4 s at three twentieths: beats 600 ms after each answer (more than the 1 s spacing
+        // only two together), each answered 10 ms after its send.
+        let mut chain = BeatChain::new(Duration::from_millis(4_000), 0.15);
+        let mut sent = 0;
+        let mut proofs = Vec::new();
+        for _ in 0..6 {
+            proofs.push(chain.answered(at(base, sent), at(base, sent + 10)));
+            sent += 10 + chain.period().as_millis() as u64;
+        }
+        // Sent at 0, 610, 1,220, 1,830, 2,440, 3,050: `m` must be sent 1 s after `j`'s answer,
+        // so the first proof (of 0) comes with the beat sent at 1,830.
+        assert_eq!(proofs, [None, None, None, Some(at(base, 0)), Some(at(base, 610)), Some(at(base, 1_220))]);
+    }
+
+    #[test]
     fn beats_in_quick_succession_prove_once_the_spacing_has_passed_and_stay_few() {
         let base = Instant::now();
-        let mut chain = BeatChain::new(Duration::from_millis(4_000)); // spacing 1 s
+        let mut chain = BeatChain::new(Duration::from_millis(4_000), 0.05); // spacing 1 s
         let mut proven = None;
         // A beat every 2 ms for 3 s (each answered 1 ms after its send).
         for i in 0..1_500 {

@@ -67,8 +67,9 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
 /// is reported `Reconnected` only once connected with the window open again (a beat is sent at
 /// once after a reconnection that found it passed).
 ///
-/// Beats (`sync`s) go one at a time, each a twentieth of the timeout after the last one's
-/// answer: each answer proves that an earlier beat reached the leader (`proof.rs`).
+/// Beats (`sync`s) go one at a time, each a period after the last one's answer (a twentieth of
+/// the negotiated timeout unless `ConnectOptions::beat_period` says otherwise): each answer
+/// proves that an earlier beat reached the leader (`proof.rs`).
 async fn serve(
     shared: &Arc<Shared>,
     conn: &Conn,
@@ -76,7 +77,7 @@ async fn serve(
     closing: &mut watch::Receiver<bool>,
 ) -> Ended {
     let generation = conn.generation;
-    let mut chain = BeatChain::new(conn.client.session_timeout());
+    let mut chain = BeatChain::new(conn.client.session_timeout(), shared.options.beat_period);
     let mut beat: Option<JoinHandle<Option<(Instant, Instant)>>> = None;
     let mut next_beat = Instant::now();
     let mut contacts = shared.contact.channel.subscribe();

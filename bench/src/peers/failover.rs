@@ -19,7 +19,7 @@ pub const FAILOVER_SESSION: Duration = Duration::from_secs(1);
 /// A candidate of the failover scenario in its own process: a driver's `elect` mode, or our
 /// `zk-bench elect-child`. It prints `STARTED`, then `LEADER <CLOCK_MONOTONIC ns>` when it leads.
 fn candidate(
-    peer: Peer,
+    (peer, beat_period): (Peer, Option<f64>),
     recipe: Recipe,
     (connect, path): (&str, &str),
     session: Duration,
@@ -33,6 +33,9 @@ fn candidate(
         _ => {
             let mut cmd = std::process::Command::new(std::env::current_exe().map_err(|e| e.to_string())?);
             cmd.args(["elect-child", &what, connect, path, &id, &session_ms]);
+            if let Some(fraction) = beat_period {
+                cmd.args(["--beat-period", &fraction.to_string()]);
+            }
             Driver::spawn(peer.short(), cmd)?
         }
     };
@@ -171,10 +174,10 @@ fn leader_at(line: &str) -> Result<u64, String> {
 /// timeout; once both are in, after a random delay ([`uniform_below`]), the leader's process is
 /// killed (SIGKILL), and the handover is the time from the kill to the follower's task
 /// starting, with its [`Split`] (`cons` read just before the kill). A new follower joins before
-/// the next kill.
+/// the next kill. `beat_period`: our candidates' (`--beat-period`; the others ignore it).
 pub async fn failover(
     zk: &ZkCluster,
-    peer: Peer,
+    (peer, beat_period): (Peer, Option<f64>),
     recipe: Recipe,
     kills: usize,
     session: Duration,
@@ -186,7 +189,7 @@ pub async fn failover(
     let connect = zk.connect_string();
     let probe = raw_connect(&connect).await?;
     let tick = tick_ms(zk).await?;
-    let mut leader = candidate(peer, recipe, (&connect, path), session, 0)?;
+    let mut leader = candidate((peer, beat_period), recipe, (&connect, path), session, 0)?;
     tokio::task::block_in_place(|| leader.expect("LEADER"))?;
     let mut handovers = Vec::with_capacity(kills);
     let mut phase = now_ns() | 1;
@@ -196,7 +199,7 @@ pub async fn failover(
         // ticks (ours: a fifth of 1, 4 or 10 s) would touch its session just after a tick every
         // time, and its expiry would always be rounded up by almost a whole tick.
         tokio::time::sleep(uniform_below(&mut phase, Duration::from_millis(tick))).await;
-        let follower = candidate(peer, recipe, (&connect, path), session, k + 1)?;
+        let follower = candidate((peer, beat_period), recipe, (&connect, path), session, k + 1)?;
         participants(&probe, path, 2).await?;
         let sid = leader_session(&probe, path).await;
         tokio::time::sleep(uniform_below(&mut phase, session)).await;
@@ -223,15 +226,23 @@ pub async fn failover(
 }
 
 /// The child side of [`failover`] for zk-recipes: a latch or a selector that never ends its
-/// term, in its own process (the drivers' `elect` protocol).
+/// term, in its own process (the drivers' `elect` protocol), beating every `beat_period` of
+/// the timeout (`None`: the library's default).
 pub async fn elect_child(
     recipe: &str,
     connect: &str,
     path: &str,
     id: &str,
     session_ms: u64,
+    beat_period: Option<f64>,
 ) -> Result<(), String> {
-    let h = ours::connect(connect, Duration::from_millis(session_ms)).await?;
+    let mut options = zk_recipes::ConnectOptions::new(Duration::from_millis(session_ms));
+    if let Some(fraction) = beat_period {
+        options = options.beat_period(fraction);
+    }
+    let h = zk_recipes::Session::connect_with(connect, &options)
+        .await
+        .map_err(|e| format!("zk-recipes connect: {e}"))?;
     let e = |e: zk_recipes::Error| e.to_string();
     let announce = || {
         use std::io::Write;
