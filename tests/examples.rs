@@ -53,3 +53,22 @@ fn the_session_recovery_example_heals_without_rebuilding() {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
     }
 }
+
+/// `examples/beat_window` (docs/performance.md, "The beat's period"): at the default period and
+/// at the longest, an idle session's window never lapses while connected (the example exits
+/// non-zero if one did), and a longer period sends fewer requests.
+#[test]
+fn the_beat_window_example_keeps_each_window_open_at_every_period() {
+    let out = Command::new(example("beat_window"))
+        .args(["2", "4000", "0.05", "0.15"])
+        .env_remove("ZK_CONNECT")
+        .output()
+        .expect("run the example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let requests = |period: &str| -> f64 {
+        let row = stdout.lines().find(|l| l.starts_with(&format!("| {period} |"))).expect("a row per period");
+        row.trim_end_matches('|').rsplit('|').next().unwrap().trim().parse().expect("requests per T")
+    };
+    assert!(requests("0.15") < requests("0.05"), "{stdout}");
+}
