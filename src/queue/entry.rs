@@ -133,9 +133,7 @@ impl AloneCheck {
             return false;
         }
         // A clone has seen what the original has: any change of the connection since shows.
-        let mut state = self.state.clone();
-        let mut changed = std::pin::pin!(state.changed());
-        poll_now(changed.as_mut()).is_none()
+        unchanged(&mut self.state.clone())
     }
 }
 
@@ -166,9 +164,15 @@ impl OwnCheck {
         if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
-        let mut changed = std::pin::pin!(self.state.changed());
-        poll_now(changed.as_mut()).is_none()
+        unchanged(&mut self.state)
     }
+}
+
+/// Whether the client's connection has not changed since `state` was taken (or last saw a
+/// change), without waiting.
+fn unchanged(state: &mut zookeeper_client::StateWatcher) -> bool {
+    let mut changed = std::pin::pin!(state.changed());
+    poll_now(changed.as_mut()).is_none()
 }
 
 /// Whether our node's watch has fired by now, without waiting: `None` while it has not.

@@ -308,7 +308,9 @@ impl Queue {
         if listed.is_some() && listed == *crate::util::lock(&self.verified) {
             return Ok(());
         }
-        match self.root_data_found(conn).await? {
+        // Boxed: the read is rare (a root whose data changed), and an acquire's future keeps
+        // room for its largest state for as long as its waiter waits.
+        match Box::pin(self.root_data_found(conn)).await? {
             Ok(()) => Ok(()),
             Err(stored) => Err(Error::LeaseMaxMismatch {
                 path: self.root.to_string(),
