@@ -243,10 +243,10 @@ impl Session {
     /// otherwise). A follower forwards a `sync` to the leader, but tells the leader of our
     /// requests only in its replies to the leader's pings. So an answered beat proves a beat
     /// sent at least a quarter of the timeout before the one before it, and this lags the
-    /// latest answer by about a quarter of the timeout plus two to three periods while
-    /// connected (0.35 to 0.4 of the timeout at the default period). An answer from a follower
-    /// that the leader no longer hears proves nothing, and this stops moving. docs/safety.md,
-    /// "The safe window", gives the argument.
+    /// latest answer by that quarter rounded up to whole periods, plus a period and the round
+    /// trips, while connected: 0.3 to 0.35 of the timeout at the default period, 0.45 to 0.6
+    /// at the longest. An answer from a follower that the leader no longer hears proves
+    /// nothing, and this stops moving. docs/safety.md, "The safe window", gives the argument.
     pub fn last_contact(&self) -> Option<Instant> {
         self.handle.shared.last_contact(self.generation())
     }
@@ -260,8 +260,10 @@ impl Session {
     /// The instant before which the server cannot expire the current session:
     /// [`Session::last_contact`] plus the negotiated timeout. It carries **no margin**: subtract
     /// your own (scheduling delays, the time it takes to stop what you run). While connected it
-    /// stays about 0.6 to 0.65 of the timeout ahead at the default beat period, less with a
-    /// longer one (see [`Session::last_contact`] and [`ConnectOptions::beat_period`]). `None` while a new session is being started, and after close.
+    /// stays 0.6 to 0.7 of the timeout ahead at the default beat period (the timeout, less
+    /// [`Session::last_contact`]'s lag, less the time since the latest answer), less with a
+    /// longer one (see [`ConnectOptions::beat_period`]). `None` while a new session is being
+    /// started, and after close.
     pub fn safe_until(&self) -> Option<Instant> {
         self.handle.shared.safe_until(self.generation())
     }

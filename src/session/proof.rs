@@ -163,6 +163,41 @@ mod tests {
         assert_eq!(proofs, [None, None, None, Some(at(base, 0)), Some(at(base, 610)), Some(at(base, 1_220))]);
     }
 
+    /// The lag the docs give (`Session::last_contact`, docs/safety.md): on a steady chain of
+    /// beats, the proven contact trails the latest answer by 0.3 to 0.35 of the timeout at the
+    /// default period, and by 0.45 to 0.6 at the longest. The window (`safe_until`) is then
+    /// the timeout minus that lag minus the time since the latest answer (up to a period).
+    #[test]
+    fn a_steady_chain_lags_its_latest_answer_by_the_documented_fraction() {
+        let base = Instant::now();
+        for (period, low, high) in [(0.05, 0.30, 0.35), (0.15, 0.45, 0.60)] {
+            for round_trip in [1, 5, 20] {
+                let timeout = Duration::from_millis(4_000);
+                let mut chain = BeatChain::new(timeout, period);
+                let mut sent = 0;
+                let mut lags = Vec::new();
+                for _ in 0..200 {
+                    let answered = sent + round_trip;
+                    if let Some(proven) = chain.answered(at(base, sent), at(base, answered)) {
+                        lags.push((at(base, answered) - proven).as_secs_f64() / timeout.as_secs_f64());
+                    }
+                    sent = answered + chain.period().as_millis() as u64;
+                }
+                assert!(
+                    lags.len() > 150,
+                    "period {period}, round trip {round_trip} ms: {} proofs",
+                    lags.len()
+                );
+                for lag in lags {
+                    assert!(
+                        (low..=high).contains(&lag),
+                        "period {period}, round trip {round_trip} ms: a lag of {lag:.3} of the timeout"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn beats_in_quick_succession_prove_once_the_spacing_has_passed_and_stay_few() {
         let base = Instant::now();
