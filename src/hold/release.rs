@@ -1,8 +1,10 @@
 //! The release of a hold: the delete of our node once the last hold goes.
 //!
 //! The delete is sent at once ([`Hold::send_delete`]: any later request of the session, the next
-//! acquire's create say, is ordered after it) and awaited apart ([`Hold::finish_delete`]),
-//! retried across connection losses for at most [`release_patience`].
+//! acquire's create say, is ordered after it), unless two plain deletes of the session are in
+//! flight already: then it goes out with the others that wait, in one `multi`, as soon as one
+//! of those is answered (see `session/deletes.rs`). It is awaited apart
+//! ([`Hold::finish_delete`]), retried across connection losses for at most [`release_patience`].
 //!
 //! Invariants:
 //! * The monitor hears that the release began before the release reads the status: a loss it
@@ -42,8 +44,9 @@ pub(crate) struct SentDelete {
 }
 
 impl Hold {
-    /// Sends the delete of our node now: any later request of this session (the next acquire's
-    /// create, say) is ordered after it. Await the answer with [`Hold::finish_delete`]. A
+    /// Sends the delete of our node now (any later request of this session, the next acquire's
+    /// create say, is ordered after it), or, while two plain deletes of the session are in
+    /// flight, with the next batch of them (see `session/deletes.rs`). Await the answer with [`Hold::finish_delete`]. A
     /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
     /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
     /// whose node still stands is one that passed its limit, its owner deleting the node
@@ -146,7 +149,8 @@ impl Hold {
     }
 
     /// Releases one hold in the background (a guard dropped without `release()`). The delete
-    /// is sent before this returns, so the session's next request is ordered after it.
+    /// is sent before this returns (or queued for the next batch, as in
+    /// [`Hold::send_delete`]).
     pub fn release_in_background(self: &Arc<Self>) {
         if self.release_one() {
             PendingRelease::new(self.clone()).detach("dropped guard");

@@ -7,6 +7,7 @@
 //! across new sessions by themselves.
 
 mod connect;
+mod deletes;
 mod driver;
 mod guess;
 mod listeners;

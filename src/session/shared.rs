@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 use super::connect::{server_addresses, ConnectOptions};
+use super::deletes::{Deletes, Drive};
 use super::driver::{Driver, Job};
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
@@ -283,6 +284,8 @@ pub(crate) struct Conn {
     pub client: Arc<Client>,
     pub generation: u64,
     shared: Weak<Shared>,
+    /// This generation's plain deletes, batched while others are in flight.
+    deletes: Arc<Deletes>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -296,7 +299,18 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     fn new(client: Client, generation: u64, shared: &Arc<Shared>) -> Conn {
-        Conn { client: Arc::new(client), generation, shared: Arc::downgrade(shared) }
+        let client = Arc::new(client);
+        let weak = Arc::downgrade(shared);
+        let drive: Drive = Box::new(move |job: Job| match weak.upgrade() {
+            // The session's task is started on the current runtime if needed.
+            Some(shared) if tokio::runtime::Handle::try_current().is_ok() => {
+                shared.driver.drive(job);
+                true
+            }
+            _ => false,
+        });
+        let deletes = Arc::new(Deletes::new(client.clone(), drive));
+        Conn { client, generation, shared: Arc::downgrade(shared), deletes }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {
@@ -354,7 +368,9 @@ impl Conn {
     }
 
     /// Sends the delete of our node at `path` now (any later request of this session is ordered
-    /// after it) and returns its answer to come.
+    /// after it) and returns its answer to come. A plain delete (neither `marked` nor `tomb`)
+    /// sent while two others are in flight waits for one of them to be answered, then goes out
+    /// with every other that waits, in one `multi` (see `deletes.rs`).
     ///
     /// `marked`: the delete says it is clean, for waiters with a lock delay. It goes in one
     /// transaction with a write of [`crate::markers::RELEASED`] to the node, so that a waiter's
@@ -370,7 +386,7 @@ impl Conn {
     /// the delete goes without it: the waiter behind lists, as after any other deletion.
     pub fn send_delete(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
         if !marked && !tomb {
-            return Box::pin(self.client.delete(path, None));
+            return self.deletes.send(path);
         }
         let (client, path) = (self.client.clone(), path.to_string());
         let mut sent: DeleteFuture = Box::pin(async move {
