@@ -1,7 +1,9 @@
 //! One session generation's plain deletes of our nodes, batched while others are in flight.
 //!
-//! The server's work per request dwarfs its work per operation: on ZooKeeper 3.8, a `multi` of
-//! eight deletes costs it about what two plain deletes do. So when many tasks of one session
+//! The server's work per request dwarfs its work per operation: on ZooKeeper 3.8 (pinned, one
+//! session), eight creates in one `multi` and their eight deletes in another cost the server
+//! about 120 µs of CPU, and the same as sixteen plain requests about 650 µs (docs/performance.md,
+//! "The CPU-bound rows"). So when many tasks of one session
 //! release at once (many locks, per-order locks), their deletes go out together: a delete is sent
 //! at once while fewer than [`WINDOW`] deletes of the generation are in flight, and otherwise
 //! waits for one of them to be answered, then goes out with every other delete that waited, in
@@ -32,8 +34,12 @@ use tokio::sync::oneshot;
 use zookeeper_client::{Client, Error as ZkError, MultiWriteError, MultiWriteResult};
 
 use super::driver::Job;
-use super::shared::DeleteFuture;
 use crate::util::lock;
+
+/// A delete of one of our nodes, sent already (or queued to go), as `Conn::send_delete` returns
+/// it.
+pub(crate) type DeleteFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ZkError>> + Send>>;
 
 /// How many deletes (plain, or `multi`s of them) one generation keeps in flight before the next
 /// ones wait to go out together.

@@ -28,8 +28,9 @@ use zookeeper_client::Client;
 
 use self::connect::open_client;
 pub use self::connect::ConnectOptions;
+pub(crate) use self::deletes::DeleteFuture;
 pub(crate) use self::listeners::{Listener, Registration};
-pub(crate) use self::shared::{Conn, DeleteFuture, Shared};
+pub(crate) use self::shared::{Conn, Shared};
 #[cfg(feature = "tls")]
 pub use self::tls::TlsConfig;
 #[cfg(doc)]

@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 use super::connect::{server_addresses, ConnectOptions};
-use super::deletes::{Deletes, Drive};
+use super::deletes::{DeleteFuture, Deletes, Drive};
 use super::driver::{Driver, Job};
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
@@ -273,13 +273,7 @@ impl Shared {
 /// bookkeeping that outlives a request: live nodes (deleted on close) and the last contact (the
 /// safe window). A hold keeps the `Conn` it was taken on, so that nothing it does can touch a
 /// later session's nodes.
-/// A delete of one of our nodes, sent already, as [`Conn::send_delete`] returns it.
-pub(crate) type DeleteFuture = std::pin::Pin<
-    Box<dyn std::future::Future<Output = std::result::Result<(), zookeeper_client::Error>> + Send>,
->;
-
 #[derive(Clone)]
-
 pub(crate) struct Conn {
     pub client: Arc<Client>,
     pub generation: u64,
