@@ -182,10 +182,7 @@ impl Deletes {
     fn answer(&self, batch: Vec<(String, Answer)>, answer: Result<Vec<MultiWriteResult>, MultiWriteError>) {
         match answer {
             Ok(_) => batch.into_iter().for_each(|(_, tx)| drop(tx.send(Ok(())))),
-            Err(MultiWriteError::RequestFailed { source }) => {
-                batch.into_iter().for_each(|(_, tx)| drop(tx.send(Err(source.clone()))));
-            }
-            Err(MultiWriteError::OperationFailed { index, source }) => {
+            Err(MultiWriteError::OperationFailed { index, source }) if index < batch.len() => {
                 let mut state = lock(&self.state);
                 for (i, (path, tx)) in batch.into_iter().enumerate().rev() {
                     if i == index {
@@ -194,6 +191,14 @@ impl Deletes {
                         state.queued.push_front((path, tx));
                     }
                 }
+            }
+            // The request failed (a connection loss, say), or an operation it does not have
+            // failed (no server answers so; sent again as it was, the batch would fail again):
+            // every delete of the batch gets the error.
+            Err(
+                MultiWriteError::RequestFailed { source } | MultiWriteError::OperationFailed { source, .. },
+            ) => {
+                batch.into_iter().for_each(|(_, tx)| drop(tx.send(Err(source.clone()))));
             }
         }
     }
