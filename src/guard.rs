@@ -354,7 +354,7 @@ async fn release_one(hold: Arc<Hold>) -> Result<()> {
     let span = tracing::info_span!("release", path = %hold.root(), node = %hold.path());
     // The delete is sent now and awaited here; if our caller is cancelled, it completes in the
     // background, tracked by the janitor.
-    tracing::Instrument::instrument(PendingRelease::new(hold).finish(), span).await
+    tracing::Instrument::instrument(PendingRelease::new(hold, true).finish(), span).await
 }
 
 impl Drop for LockGuard {

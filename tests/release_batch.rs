@@ -1,14 +1,15 @@
-//! Plain deletes of one session go out together while others are in flight
+//! Plain deletes of one session's awaited releases go out together while others are in flight
 //! (`src/session/deletes.rs`): many tasks of one session releasing at once (many locks,
 //! per-order locks) cost the server a `multi` for the lot instead of a request each, and each
 //! release still gets its own answer: a delete that fails in a batch fails alone, and the
-//! others go through.
+//! others go through. A dropped guard's delete is never held back: the session's next request
+//! comes after it.
 
 mod common;
 
 use common::*;
 use futures_util::future::join_all;
-use zk_recipes::zookeeper_client::{Acl, AuthId, Client, Error as ZkError, Permission};
+use zk_recipes::zookeeper_client::{Acl, AuthId, Client, Error as ZkError, EventType, Permission};
 use zk_recipes::{Error, InterProcessMutex, LockGuard, Session};
 
 /// Requests the server received from session `sid` (its `cons` line).
@@ -86,9 +87,15 @@ async fn a_delete_that_fails_in_a_batch_fails_alone() {
         .await
         .unwrap();
 
+    let sid = raw(&s).session_id().0;
+    let before = received(&zk, sid).await;
     // Released in order, at once: the first two go out alone, the other six (lock 4's among
-    // them) wait and go out together; lock 4's fails that multi.
+    // them) wait and go out together; lock 4's fails that multi, and the other five go again,
+    // together.
     let released = within("the releases", join_all(guards.into_iter().map(|g| g.release()))).await;
+    let sent = received(&zk, sid).await - before;
+    // Unbatched, eight deletes; batched, four requests (and a beat, perhaps).
+    assert!(sent < LOCKS as u64, "the server received {sent} requests for {LOCKS} releases");
 
     for (i, r) in released.into_iter().enumerate() {
         if i == DENIED {
@@ -103,7 +110,26 @@ async fn a_delete_that_fails_in_a_batch_fails_alone() {
             );
         }
     }
-    assert!(admin.check_stat(&denied_node).await.unwrap().is_some(), "the denied node stays");
+    let (stat, gone) = admin.check_and_watch_stat(&denied_node).await.unwrap();
+    assert!(stat.is_some(), "the denied node stays");
     s.close().await;
-    assert!(admin.check_stat(&denied_node).await.unwrap().is_none(), "gone with the session");
+    let event = within("the denied node to go with the session", gone.changed()).await;
+    assert_eq!(event.event_type, EventType::NodeDeleted);
+}
+
+/// Guards dropped at once on one session: each delete is sent as the guard drops (none waits
+/// for a batch), so the session's next request comes after it: taking one of those locks again
+/// at once, on the same session, finds it free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guards_delete_goes_before_the_sessions_next_request() {
+    const LOCKS: usize = 8;
+    init_tracing();
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let guards = hold_many(&s, "/batch-drop", LOCKS).await;
+    drop(guards);
+    let last = InterProcessMutex::new(&s, &format!("/batch-drop/l{}", LOCKS - 1)).unwrap();
+    let again = within("a try", last.try_acquire()).await.unwrap();
+    assert!(again.is_some(), "our own dropped guard's node was still ahead of the try");
+    s.close().await;
 }

@@ -1,10 +1,11 @@
 //! The release of a hold: the delete of our node once the last hold goes.
 //!
 //! The delete is sent at once ([`Hold::send_delete`]: any later request of the session, the next
-//! acquire's create say, is ordered after it), unless two plain deletes of the session are in
-//! flight already: then it goes out with the others that wait, in one `multi`, as soon as one
-//! of those is answered (see `session/deletes.rs`). It is awaited apart
-//! ([`Hold::finish_delete`]), retried across connection losses for at most [`release_patience`].
+//! acquire's create say, is ordered after it) and awaited apart ([`Hold::finish_delete`]),
+//! retried across connection losses for at most [`release_patience`]. A release whose caller
+//! awaits it (`release().await`) may instead go out with the session's other plain deletes in
+//! one `multi` while two are in flight (see `session/deletes.rs`): its caller's next request
+//! comes after the answer anyway. A dropped guard's delete is always sent at once.
 //!
 //! Invariants:
 //! * The monitor hears that the release began before the release reads the status: a loss it
@@ -44,20 +45,27 @@ pub(crate) struct SentDelete {
 }
 
 impl Hold {
-    /// Sends the delete of our node now (any later request of this session, the next acquire's
-    /// create say, is ordered after it), or, while two plain deletes of the session are in
-    /// flight, with the next batch of them (see `session/deletes.rs`). Await the answer with [`Hold::finish_delete`]. A
+    /// Sends the delete of our node now: any later request of this session (the next acquire's
+    /// create, say) is ordered after it. `batched`: the caller awaits the answer before its
+    /// next request, so a plain delete may wait to go out with the session's other plain
+    /// deletes in one `multi` (see `session/deletes.rs`). Await the answer with [`Hold::finish_delete`]. A
     /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
     /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
     /// whose node still stands is one that passed its limit, its owner deleting the node
     /// (see `Limit::owner_deletes`). A holder admitted at the head leaves a tombstone, unless
     /// it knows that nobody is queued behind it (see `Node::leaves_tomb`).
-    pub fn send_delete(self: &Arc<Self>, clean: bool) -> SentDelete {
+    pub fn send_delete(self: &Arc<Self>, clean: bool, batched: bool) -> SentDelete {
         self.monitor.begin_release();
         let was_lost = self.current_status() == LockStatus::Lost;
         let marked = clean && !was_lost && self.node.marks_release;
         let tomb = self.node.leaves_tomb();
-        SentDelete { was_lost, marked, tomb, first: self.node.conn.send_delete(self.path(), marked, tomb) }
+        let conn = &self.node.conn;
+        let first = if batched {
+            conn.send_delete_batched(self.path(), marked, tomb)
+        } else {
+            conn.send_delete(self.path(), marked, tomb)
+        };
+        SentDelete { was_lost, marked, tomb, first }
     }
 
     /// Awaits the delete sent by [`Hold::send_delete`], retrying it across connection losses.
@@ -135,7 +143,7 @@ impl Hold {
             return;
         }
         // Not clean: the holder may still be at work (it is told, but may not have stopped).
-        let sent = self.send_delete(false);
+        let sent = self.send_delete(false, false);
         // The status was `Lost` when the delete was sent, so the answer is always `LockLost`
         // (or a connection loss, the delete going on in the background): nothing to report.
         if let Err(e) = self.finish_delete(sent).await {
@@ -149,11 +157,10 @@ impl Hold {
     }
 
     /// Releases one hold in the background (a guard dropped without `release()`). The delete
-    /// is sent before this returns (or queued for the next batch, as in
-    /// [`Hold::send_delete`]).
+    /// is sent before this returns, so the session's next request is ordered after it.
     pub fn release_in_background(self: &Arc<Self>) {
         if self.release_one() {
-            PendingRelease::new(self.clone()).detach("dropped guard");
+            PendingRelease::new(self.clone(), false).detach("dropped guard");
         }
     }
 }
@@ -167,9 +174,10 @@ pub(crate) struct PendingRelease {
 }
 
 impl PendingRelease {
-    /// Sends the delete of `hold`'s node.
-    pub fn new(hold: Arc<Hold>) -> PendingRelease {
-        let sent = hold.send_delete(true);
+    /// Sends the delete of `hold`'s node (`awaited`: by [`PendingRelease::finish`], before the
+    /// caller's next request; see [`Hold::send_delete`]).
+    pub fn new(hold: Arc<Hold>, awaited: bool) -> PendingRelease {
+        let sent = hold.send_delete(true, awaited);
         PendingRelease { hold, sent: Some(sent) }
     }
 

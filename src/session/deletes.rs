@@ -6,12 +6,14 @@
 //! "The CPU-bound rows"). So when many tasks of one session
 //! release at once (many locks, per-order locks), their deletes go out together: a delete is sent
 //! at once while fewer than [`WINDOW`] deletes of the generation are in flight, and otherwise
-//! waits for one of them to be answered, then goes out with every other delete that waited, in
-//! one `multi`. A lone release (nothing in flight) is sent at once, as a plain delete, exactly as
-//! without batching.
+//! waits for one of them to be answered, then goes out with every other delete that waited (up to
+//! [`MOST`]), in one `multi`. A lone release (nothing in flight) is sent at once, as a plain
+//! delete, exactly as without batching.
 //!
-//! Only the plain delete of one of our own nodes is batched: a marked or tombstoned release is
-//! already a `multi` of its own (`Conn::send_delete`).
+//! Only the plain delete of one of our own nodes, by a caller that awaits its answer before its
+//! next request (`release().await`: `Conn::send_delete_batched`), is batched: a queued delete is
+//! not ordered before the session's later requests, and a dropped guard promises that order. A
+//! marked or tombstoned release is already a `multi` of its own (`Conn::send_delete`).
 //!
 //! Invariants:
 //! * Every delete handed in is sent, and its answer is its own: a `multi` is atomic, so when
@@ -44,6 +46,10 @@ pub(crate) type DeleteFuture =
 /// How many deletes (plain, or `multi`s of them) one generation keeps in flight before the next
 /// ones wait to go out together.
 pub(crate) const WINDOW: usize = 2;
+
+/// The most deletes in one `multi`: a request stays far below the server's `jute.maxbuffer`
+/// (1 MiB by default; a lock node's path is about 100 bytes), and the rest wait for the next.
+pub(crate) const MOST: usize = 256;
 
 /// Where a delete's answer goes.
 type Answer = oneshot::Sender<Result<(), ZkError>>;
@@ -131,7 +137,8 @@ impl Deletes {
         }
     }
 
-    /// Sends what waits, if a slot is free: one delete alone, or all of them in one `multi`.
+    /// Sends what waits, if a slot is free: one delete alone, or up to [`MOST`] of them in one
+    /// `multi`.
     fn flush(self: &Arc<Self>) {
         let batch: Vec<(String, Answer)> = {
             let mut state = lock(&self.state);
@@ -139,7 +146,8 @@ impl Deletes {
                 return;
             }
             state.in_flight += 1;
-            state.queued.drain(..).collect()
+            let most = state.queued.len().min(MOST);
+            state.queued.drain(..most).collect()
         };
         let slot = Slot(self.clone());
         let job: Job = if let [(path, _)] = batch.as_slice() {

@@ -41,20 +41,26 @@ impl Driver {
     }
 
     /// Hands `job` to the session's task (starting it on the current runtime if needed).
+    ///
+    /// The task is spawned after the lock is let go: on a runtime shutting down, spawning drops
+    /// the task at once, and with it the job, whose drop may hand in another job.
     pub fn drive(&self, job: Job) {
-        let mut jobs = lock(&self.jobs);
-        let job = match jobs.as_ref() {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => return,
-                // The task ended with its runtime: start another.
-                Err(mpsc::error::SendError(job)) => job,
-            },
-            None => job,
+        let rx = {
+            let mut jobs = lock(&self.jobs);
+            let job = match jobs.as_ref() {
+                Some(tx) => match tx.send(job) {
+                    Ok(()) => return,
+                    // The task ended with its runtime: start another.
+                    Err(mpsc::error::SendError(job)) => job,
+                },
+                None => job,
+            };
+            let (tx, rx) = mpsc::unbounded_channel();
+            let _ = tx.send(job);
+            *jobs = Some(tx);
+            rx
         };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let _ = tx.send(job);
         tokio::spawn(run(rx));
-        *jobs = Some(tx);
     }
 }
 

@@ -361,10 +361,20 @@ impl Conn {
         }
     }
 
+    /// As [`Conn::send_delete`], for a caller that awaits the answer before its next request: a
+    /// plain delete (neither `marked` nor `tomb`) sent while two of this generation's are in
+    /// flight waits for one of them to be answered, then goes out with every other that waits,
+    /// in one `multi` (see `deletes.rs`). Later requests of the session may then go out before
+    /// it.
+    pub fn send_delete_batched(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
+        if !marked && !tomb {
+            return self.deletes.send(path);
+        }
+        self.send_delete(path, marked, tomb)
+    }
+
     /// Sends the delete of our node at `path` now (any later request of this session is ordered
-    /// after it) and returns its answer to come. A plain delete (neither `marked` nor `tomb`)
-    /// sent while two others are in flight waits for one of them to be answered, then goes out
-    /// with every other that waits, in one `multi` (see `deletes.rs`).
+    /// after it) and returns its answer to come.
     ///
     /// `marked`: the delete says it is clean, for waiters with a lock delay. It goes in one
     /// transaction with a write of [`crate::markers::RELEASED`] to the node, so that a waiter's
@@ -380,7 +390,7 @@ impl Conn {
     /// the delete goes without it: the waiter behind lists, as after any other deletion.
     pub fn send_delete(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
         if !marked && !tomb {
-            return self.deletes.send(path);
+            return Box::pin(self.client.delete(path, None));
         }
         let (client, path) = (self.client.clone(), path.to_string());
         let mut sent: DeleteFuture = Box::pin(async move {
