@@ -19,6 +19,17 @@ async fn received(zk: &zk_testcluster::ZkCluster, sid: i64) -> u64 {
     line.split("recved=").nth(1).and_then(|r| r.split([',', ')']).next()?.parse().ok()).expect("recved")
 }
 
+/// A server, a session of ours and a raw admin session on it, and `n` locks `{prefix}/l{i}`
+/// taken on ours.
+async fn holding(prefix: &str, n: usize) -> (zk_testcluster::ZkCluster, Session, Client, Vec<LockGuard>) {
+    init_tracing();
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let admin = client(&zk.connect_string()).await;
+    let guards = hold_many(&s, prefix, n).await;
+    (zk, s, admin, guards)
+}
+
 /// Takes `n` locks `{prefix}/l{i}` on `s`, one after another.
 async fn hold_many(s: &Session, prefix: &str, n: usize) -> Vec<LockGuard> {
     let mut guards = Vec::with_capacity(n);
@@ -44,11 +55,7 @@ async fn left_under(admin: &Client, path: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn releases_at_once_on_one_session_go_out_together() {
     const LOCKS: usize = 32;
-    init_tracing();
-    let zk = standalone().await;
-    let s = session(&zk.connect_string()).await;
-    let admin = client(&zk.connect_string()).await;
-    let guards = hold_many(&s, "/batch", LOCKS).await;
+    let (zk, s, admin, guards) = holding("/batch", LOCKS).await;
     let sid = raw(&s).session_id().0;
     let before = received(&zk, sid).await;
 
@@ -74,11 +81,7 @@ async fn releases_at_once_on_one_session_go_out_together() {
 async fn a_delete_that_fails_in_a_batch_fails_alone() {
     const LOCKS: usize = 8;
     const DENIED: usize = 4;
-    init_tracing();
-    let zk = standalone().await;
-    let s = session(&zk.connect_string()).await;
-    let admin = client(&zk.connect_string()).await;
-    let guards = hold_many(&s, "/batch-fail", LOCKS).await;
+    let (zk, s, admin, guards) = holding("/batch-fail", LOCKS).await;
     let denied_node = guards[DENIED].node_path().to_string();
     // Nobody may delete under lock 4's path any more: our delete of its node fails (NoAuth).
     let no_delete = Permission::READ | Permission::WRITE | Permission::CREATE | Permission::ADMIN;
@@ -123,10 +126,7 @@ async fn a_delete_that_fails_in_a_batch_fails_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_guards_delete_goes_before_the_sessions_next_request() {
     const LOCKS: usize = 8;
-    init_tracing();
-    let zk = standalone().await;
-    let s = session(&zk.connect_string()).await;
-    let guards = hold_many(&s, "/batch-drop", LOCKS).await;
+    let (_zk, s, _admin, guards) = holding("/batch-drop", LOCKS).await;
     drop(guards);
     let last = InterProcessMutex::new(&s, &format!("/batch-drop/l{}", LOCKS - 1)).unwrap();
     let again = within("a try", last.try_acquire()).await.unwrap();

@@ -48,8 +48,8 @@ impl Hold {
     /// Sends the delete of our node now: any later request of this session (the next acquire's
     /// create, say) is ordered after it. `batched`: the caller awaits the answer before its
     /// next request, so a plain delete may wait to go out with the session's other plain
-    /// deletes in one `multi` (see `session/deletes.rs`). Await the answer with [`Hold::finish_delete`]. A
-    /// `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
+    /// deletes in one `multi` (see `session/deletes.rs`). Await the answer with
+    /// [`Hold::finish_delete`]. A `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
     /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
     /// whose node still stands is one that passed its limit, its owner deleting the node
     /// (see `Limit::owner_deletes`). A holder admitted at the head leaves a tombstone, unless
