@@ -80,6 +80,16 @@ fn closed_address() -> SocketAddr {
     listener.local_addr().expect("its address")
 }
 
+/// Asserts that nobody connected to `listener` (a refusal came before anything was sent).
+fn assert_nothing_connected(listener: &TcpListener) {
+    listener.set_nonblocking(true).unwrap();
+    let accepted = listener.accept();
+    assert!(
+        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "nothing should have connected: {accepted:?}"
+    );
+}
+
 /// A loopback listener that is never accepted from: the kernel completes each connection (it
 /// waits in the backlog), and nothing is ever written back. A server that is not ZooKeeper, or
 /// a ZooKeeper that does not answer.
@@ -280,12 +290,7 @@ async fn a_session_timeout_zookeeper_cannot_take_is_refused_before_connecting() 
             other => panic!("{requested:?} was not refused: {other:?}"),
         }
     }
-    listener.set_nonblocking(true).unwrap();
-    let accepted = listener.accept();
-    assert!(
-        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "nothing should have connected: {accepted:?}"
-    );
+    assert_nothing_connected(&listener);
 }
 
 /// Backs "a beat period outside a twentieth to three twentieths of the timeout is refused before
@@ -308,12 +313,7 @@ async fn a_beat_period_outside_a_twentieth_to_three_twentieths_is_refused_before
             other => panic!("{fraction} was not refused: {other:?}"),
         }
     }
-    listener.set_nonblocking(true).unwrap();
-    let accepted = listener.accept();
-    assert!(
-        matches!(&accepted, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
-        "nothing should have connected: {accepted:?}"
-    );
+    assert_nothing_connected(&listener);
 }
 
 /// A writer for a test's own `tracing` subscriber: everything logged, as text.
