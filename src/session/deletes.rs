@@ -24,7 +24,7 @@
 //! * The queue always drains: at most one delete in flight is answered through its caller's
 //!   own future (the first, sent when nothing else was in flight: the lone release's path, with
 //!   no hop through another task); every other one, and every `multi`, is awaited on the
-//!   session's task, whose answer sends what waits. A delete is queued only while [`WINDOW`]
+//!   session's task, whose answer sends what waits. A delete stays queued only while [`WINDOW`]
 //!   are in flight, so one of them is always on the session's task.
 //! * An in-flight slot is given back exactly once: when its answer is in (or its caller's
 //!   future is dropped unanswered, which cannot stall the queue either).
@@ -73,16 +73,6 @@ struct State {
     queued: VecDeque<(String, Answer)>,
 }
 
-/// How [`Deletes::send`] sends one delete.
-enum Route {
-    /// Sent now; answered through the caller's future.
-    Caller,
-    /// Sent now; awaited on the session's task.
-    Task,
-    /// Waits for the next batch.
-    Queue,
-}
-
 impl Deletes {
     /// The deletes of the generation whose client is `client`; `drive` runs a future on the
     /// session's task.
@@ -93,48 +83,30 @@ impl Deletes {
     /// Sends the plain delete of our node at `path` (or queues it for the next `multi`, see the
     /// module's docs), and returns its answer to come.
     pub fn send(self: &Arc<Self>, path: &str) -> DeleteFuture {
-        let route = {
+        let alone = {
             let mut state = lock(&self.state);
-            let route = match state.in_flight {
-                0 => Route::Caller,
-                n if n < WINDOW => Route::Task,
-                _ => Route::Queue,
-            };
-            if !matches!(route, Route::Queue) {
+            let alone = state.in_flight == 0;
+            if alone {
                 state.in_flight += 1;
             }
-            route
+            alone
         };
-        match route {
-            Route::Caller => {
-                let sent = self.client.delete(path, None);
-                let slot = Slot(self.clone());
-                Box::pin(async move {
-                    let answer = sent.await;
-                    drop(slot);
-                    answer
-                })
-            }
-            Route::Task => {
-                let (tx, rx) = oneshot::channel();
-                let sent = self.client.delete(path, None);
-                let slot = Slot(self.clone());
-                // Dropped unrun, the job gives the slot back and the caller sees a connection
-                // loss, which it retries.
-                (self.drive)(Box::pin(async move {
-                    let _ = tx.send(sent.await);
-                    drop(slot);
-                }));
-                Box::pin(answered(rx))
-            }
-            Route::Queue => {
-                let (tx, rx) = oneshot::channel();
-                lock(&self.state).queued.push_back((path.to_string(), tx));
-                // A slot may have been given back between the decision and the push.
-                self.flush();
-                Box::pin(answered(rx))
-            }
+        if alone {
+            // Nothing in flight: sent now, and answered through the caller's own future.
+            let sent = self.client.delete(path, None);
+            let slot = Slot(self.clone());
+            return Box::pin(async move {
+                let answer = sent.await;
+                drop(slot);
+                answer
+            });
         }
+        // Sent now on the session's task if a slot is free (alone, nothing else waits then), or
+        // with the next batch.
+        let (tx, rx) = oneshot::channel();
+        lock(&self.state).queued.push_back((path.to_string(), tx));
+        self.flush();
+        Box::pin(answered(rx))
     }
 
     /// Sends what waits, if a slot is free: one delete alone, or up to [`MOST`] of them in one

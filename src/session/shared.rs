@@ -294,7 +294,8 @@ impl std::fmt::Debug for Conn {
 impl Conn {
     fn new(client: Client, generation: u64, shared: &Arc<Shared>) -> Conn {
         let client = Arc::new(client);
-        let weak = Arc::downgrade(shared);
+        let weak_shared = Arc::downgrade(shared);
+        let weak = weak_shared.clone();
         let drive: Drive = Box::new(move |job: Job| match weak.upgrade() {
             // The session's task is started on the current runtime if needed.
             Some(shared) if tokio::runtime::Handle::try_current().is_ok() => {
@@ -304,7 +305,7 @@ impl Conn {
             _ => false,
         });
         let deletes = Arc::new(Deletes::new(client.clone(), drive));
-        Conn { client, generation, shared: Arc::downgrade(shared), deletes }
+        Conn { client, generation, shared: weak_shared, deletes }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {
