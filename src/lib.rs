@@ -116,6 +116,7 @@ pub use leader::{
     LatchOptions, LeaderInfo, LeaderLatch, LeaderObserver, LeaderSelector, Leadership, LeadershipContext,
     SelectorOptions, TermEnded, TermOutcome, TermResult,
 };
+pub use naming::Party;
 pub use options::LockOptions;
 pub use participants::Participant;
 pub use path::LockPath;

@@ -20,6 +20,7 @@ pub struct LockOptions {
     pub(crate) watch_own_node: bool,
     pub(crate) max_hold: Option<std::time::Duration>,
     pub(crate) lock_delay: Option<std::time::Duration>,
+    pub(crate) party: crate::naming::Party,
 }
 
 impl Default for LockOptions {
@@ -34,6 +35,7 @@ impl Default for LockOptions {
             watch_own_node: true,
             max_hold: None,
             lock_delay: None,
+            party: crate::naming::Party::default(),
         }
     }
 }
@@ -162,7 +164,29 @@ impl LockOptions {
         self
     }
 
+    /// Says which party our sessions belong to, for the deadlock finder
+    /// ([`crate::inspect::inspect`]): contenders whose options carry the same `label`, in any
+    /// process or session, are taken as one party that releases nothing until it has all it
+    /// waits for. Give it to the sessions of one unit of work that holds one lock while it
+    /// waits for another through another session (a job that spreads its locks over several
+    /// sessions or processes); without it, each session is a party of its own. The label goes
+    /// into our nodes' data as a last line after the participant id ([`crate::Party`]), which
+    /// Curator and kazoo contenders read as part of our id; with no label (the default) the
+    /// data is the id alone.
+    pub fn owner(mut self, label: impl Into<String>) -> LockOptions {
+        self.party.owner = Some(label.into());
+        self
+    }
+
+    /// All the evidence of [`crate::Party`] at once (what `zklock` records: the node of an
+    /// enclosing hold, the host and the parent process); replaces [`LockOptions::owner`].
+    pub fn party(mut self, party: crate::naming::Party) -> LockOptions {
+        self.party = party;
+        self
+    }
+
     pub(crate) fn data(&self) -> Vec<u8> {
-        self.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id).into_bytes()
+        let id = self.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
+        crate::naming::party_data(&id, &self.party)
     }
 }

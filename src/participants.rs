@@ -3,7 +3,7 @@
 use zookeeper_client::MultiReadResult;
 
 use crate::error::{Error, Result};
-use crate::naming::split_data;
+use crate::naming::read_data;
 use crate::queue::{Admission, Decision, Queue};
 
 /// One contender in a queue, as `participants()` reports it.
@@ -27,6 +27,9 @@ pub struct Participant {
     pub czxid: i64,
     /// When the node was created, in milliseconds since the epoch (server clock).
     pub ctime_ms: i64,
+    /// What ties its session to others ([`crate::LockOptions::owner`]); empty for most
+    /// contenders, and for Curator's and kazoo's.
+    pub party: crate::naming::Party,
 }
 
 /// Lists the queue in order with each node's data and owner, read in one multi-read.
@@ -58,8 +61,9 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
         .into_iter()
         .enumerate()
         .map(|(position, (node, data, stat))| {
-            let (id, value) = split_data(&data);
+            let (id, value, party) = read_data(&data);
             Participant {
+                party,
                 position,
                 is_holder: rule.decide(&queue_now, position) == Decision::Proceed,
                 id,

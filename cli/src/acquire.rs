@@ -17,6 +17,8 @@ pub struct Taking {
     pub started: Instant,
     /// When the hold counts as lost (`run --ride-out`: only when the session expires).
     pub policy: LossPolicy,
+    /// Whether we hold on our parent's behalf (`hold`), for `zklock deadlocks`.
+    pub for_parent: bool,
 }
 
 /// Connects within `--timeout` (and `--connect-timeout`): the start of `run` and `hold`.
@@ -50,8 +52,11 @@ pub async fn acquire(
     stops: &mut Stops,
 ) -> Result<(zk::Lock, LockGuard), Failure> {
     let id = args.id.clone().unwrap_or_else(zk_recipes::default_participant_id);
-    let mut options =
-        LockOptions::new().participant_id(id.clone()).format(cli.format()).loss_policy(taking.policy);
+    let mut options = LockOptions::new()
+        .participant_id(id.clone())
+        .format(cli.format())
+        .loss_policy(taking.policy)
+        .party(crate::party::party(taking.for_parent));
     if let Some(delay) = args.lock_delay {
         options = options.lock_delay(delay);
     }

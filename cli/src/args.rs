@@ -76,8 +76,10 @@ pub enum Command {
     Revoke(RevokeArgs),
     /// Delete the holder's node (after confirmation) and print its now-void fencing token.
     Break(BreakArgs),
-    /// Find deadlocks under ROOT: sessions that wait for each other in lock queues (exit 1
-    /// when found, 0 when none). Reads only.
+    /// Find deadlocks under ROOT: parties that wait for each other in lock queues (exit 1
+    /// when found, 0 when none). Reads only. A party is a session, or the sessions its nodes
+    /// tie together: a zklock run inside another's command, a script's `zklock hold` coprocess
+    /// with its other zklocks (see zklock.md for the rule and its limits).
     Deadlocks(crate::deadlocks::DeadlocksArgs),
     /// A live view of every lock under ROOT: holders, waiters, hold ages, deadlocks.
     Top(crate::top::TopArgs),

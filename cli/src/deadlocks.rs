@@ -51,11 +51,17 @@ struct CycleJson {
 struct StepJson {
     session: String,
     waits_for: String,
+    /// Every session of the waiting party (one unless evidence ties several).
+    party: Vec<String>,
+    /// What ties them.
+    evidence: Vec<String>,
     edges: Vec<EdgeJson>,
 }
 
 #[derive(Serialize)]
 struct EdgeJson {
+    waiter_session: String,
+    blocker_session: String,
     path: String,
     waiter_node: String,
     waiter_id: String,
@@ -76,7 +82,7 @@ pub fn session(id: i64) -> String {
 
 fn cycle_json(cycle: &Cycle) -> CycleJson {
     CycleJson {
-        sessions: cycle.sessions().into_iter().map(session).collect(),
+        sessions: cycle.all_sessions().into_iter().map(session).collect(),
         paths: cycle.paths().into_iter().map(String::from).collect(),
         steps: cycle
             .steps
@@ -84,10 +90,14 @@ fn cycle_json(cycle: &Cycle) -> CycleJson {
             .map(|s| StepJson {
                 session: session(s.session),
                 waits_for: session(s.waits_for),
+                party: s.party.iter().copied().map(session).collect(),
+                evidence: s.evidence.clone(),
                 edges: s
                     .edges
                     .iter()
                     .map(|e| EdgeJson {
+                        waiter_session: session(e.waiter_session),
+                        blocker_session: session(e.blocker_session),
                         path: e.path.clone(),
                         waiter_node: e.waiter_node.clone(),
                         waiter_id: e.waiter_id.clone(),
@@ -120,18 +130,23 @@ fn report(found: &Inspection) -> Report {
     }
 }
 
-/// One cycle as text, a line per wait.
+/// One cycle as text, a line per wait, and one per tie between sessions of one party.
 pub fn describe(cycle: &Cycle) -> Vec<String> {
     let mut lines = Vec::new();
     for step in &cycle.steps {
+        if step.party.len() > 1 {
+            let sessions: Vec<String> = step.party.iter().copied().map(session).collect();
+            lines.push(format!("sessions {} are one party:", sessions.join(", ")));
+            lines.extend(step.evidence.iter().map(|e| format!("  {e}")));
+        }
         for e in &step.edges {
             lines.push(format!(
                 "session {} ({}) waits at {} (node {}) behind session {} ({}, {} {})",
-                session(step.session),
+                session(e.waiter_session),
                 e.waiter_id,
                 e.path,
                 e.waiter_node,
-                session(step.waits_for),
+                session(e.blocker_session),
                 e.blocker_id,
                 if e.blocker_holds { "holding" } else { "waiting ahead," },
                 e.blocker_node,

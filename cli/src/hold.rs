@@ -23,7 +23,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Result<u8, Failure> {
     use std::io::Write;
     use tokio::io::AsyncReadExt;
     check_holds(args.lock.min_hold, None)?;
-    let taking = Taking { started: std::time::Instant::now(), policy: Default::default() };
+    let taking = Taking { started: std::time::Instant::now(), policy: Default::default(), for_parent: true };
     let mut stops = Stops::new()?;
     let conn = acquire::connect(cli, &args.lock).await?;
     let (_lock, guard) = acquire(cli, &conn, &args.lock, &taking, &mut stops).await?;

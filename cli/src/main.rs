@@ -16,6 +16,7 @@ mod metrics;
 mod minhold;
 mod once;
 mod ops;
+mod party;
 mod progress;
 mod run;
 mod status;

@@ -17,7 +17,7 @@ use crate::zk::Contact;
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     check_holds(args.lock.min_hold, args.max_hold)?;
     let policy = if args.ride_out { LossPolicy::SessionOnly } else { LossPolicy::SuspendedIsLost };
-    let taking = Taking { started: std::time::Instant::now(), policy };
+    let taking = Taking { started: std::time::Instant::now(), policy, for_parent: false };
     let mut stops = Stops::new()?;
     crate::metrics::serve(args.metrics_addr)?;
     let conn = acquire::connect(cli, &args.lock).await?;

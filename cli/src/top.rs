@@ -181,7 +181,7 @@ pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Durati
         ));
     }
     for cycle in &found.cycles {
-        let sessions: Vec<String> = cycle.sessions().into_iter().map(session).collect();
+        let sessions: Vec<String> = cycle.all_sessions().into_iter().map(session).collect();
         out.push_str(&format!(
             "\nDEADLOCK: sessions {} wait for each other at {} (zklock deadlocks {})\n",
             sessions.join(", "),

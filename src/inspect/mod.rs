@@ -21,7 +21,7 @@
 //! **What a cycle means.** Each session in it waits for the next (and the last for the
 //! first), and none of them can proceed as things stand: a semaphore's waiter needs only one
 //! holder to leave, so a cycle through one holder is reported only when every holder is stuck
-//! too. A session is taken as one party that releases nothing until it has all it waits for:
+//! too. A party is taken as one that releases nothing until it has all it waits for:
 //! two independent tasks sharing one session (one holds L1, another waits for L2) look like
 //! one that holds L1 and waits for L2.
 //!
@@ -33,12 +33,18 @@
 //! **Not seen.** A semaphore whose maximum is not the path's data (Curator's own keeps it
 //! elsewhere) has every lease counted as held; kazoo's `Semaphore` and Curator's
 //! `InterProcessSemaphoreMutex` keep their leases without a queue order, and are seen only
-//! through their internal lock queue. Nested locks across sessions (a `zklock run` inside
-//! another's command) are two sessions, not one.
+//! through their internal lock queue.
+//!
+//! **Parties.** Sessions whose nodes carry [`crate::Party`] evidence that ties them (the same
+//! [`crate::LockOptions::owner`] label; a node taken inside another session's hold; a hold for
+//! a parent process and another contender of that parent) are one party, and the graph is
+//! between parties: [`CycleStep::party`] lists a party's sessions and
+//! [`CycleStep::evidence`] what tied them.
 
 mod cycles;
 mod graph;
 mod kinds;
+mod parties;
 mod report;
 mod walk;
 
@@ -69,7 +75,9 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
     let conn = session.shared().wait_conn().await?;
     let walk = walk::walk(&conn.client, root, options.max_nodes).await?;
     let queues = assemble(walk.queues);
-    let found = graph::analyse(&models(&queues), options.max_cycles);
+    let parties =
+        parties::parties(queues.iter().flat_map(|q| q.members.iter().map(|m| (q.path.as_str(), m))));
+    let found = graph::analyse(&models(&queues, &parties), options.max_cycles);
     let mut inspection = Inspection {
         root: root.to_string(),
         root_exists: walk.root_exists,
@@ -86,7 +94,7 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
         let stuck: BTreeSet<i64> = found.stuck.iter().copied().collect();
         let paths: Vec<String> = queues
             .iter()
-            .filter(|q| q.members.iter().any(|m| stuck.contains(&m.session)))
+            .filter(|q| q.members.iter().any(|m| stuck.contains(&parties.of(m.session))))
             .map(|q| q.path.clone())
             .collect();
         let seen: BTreeSet<(&str, &str, i64)> = queues
@@ -94,8 +102,8 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
             .flat_map(|q| q.members.iter().map(move |m| (q.path.as_str(), m.node.as_str(), m.czxid)))
             .collect();
         let again = assemble(walk::reread(&conn.client, &paths).await?);
-        let confirmed = graph::analyse(&models(&again), options.max_cycles);
-        let cycles: Vec<Cycle> = confirmed.cycles.iter().map(|c| cycle(&again, c)).collect();
+        let confirmed = graph::analyse(&models(&again, &parties), options.max_cycles);
+        let cycles: Vec<Cycle> = confirmed.cycles.iter().map(|c| cycle(&again, &parties, c)).collect();
         let unchanged = |c: &Cycle| {
             c.steps.iter().flat_map(|s| &s.edges).all(|e| {
                 let czxid = |node: &str| {
@@ -112,7 +120,14 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
         inspection.cycles = cycles.into_iter().filter(unchanged).collect();
         if !inspection.cycles.is_empty() {
             inspection.cycles_truncated = confirmed.truncated;
-            inspection.stuck_sessions = confirmed.stuck.into_iter().filter(|s| stuck.contains(s)).collect();
+            let mut sessions: Vec<i64> = confirmed
+                .stuck
+                .into_iter()
+                .filter(|s| stuck.contains(s))
+                .flat_map(|p| parties.sessions(p))
+                .collect();
+            sessions.sort_unstable();
+            inspection.stuck_sessions = sessions;
         }
     }
     tracing::debug!(
@@ -158,31 +173,40 @@ fn assemble(found: Vec<Found>) -> Vec<Assembled> {
         .collect()
 }
 
-fn models(queues: &[Assembled]) -> Vec<graph::Queue> {
+/// The graph's queues, each node owned by its session's party.
+fn models(queues: &[Assembled], parties: &parties::Parties) -> Vec<graph::Queue> {
     queues
         .iter()
         .map(|q| graph::Queue {
             kind: q.kind,
             nodes: q.nodes.clone(),
-            owners: q.members.iter().map(|m| m.session).collect(),
+            owners: q
+                .members
+                .iter()
+                .map(|m| if m.session == 0 { 0 } else { parties.of(m.session) })
+                .collect(),
         })
         .collect()
 }
 
-/// A cycle of the graph, told with the queues' names and ids.
-fn cycle(queues: &[Assembled], steps: &[(i64, Vec<graph::Wait>)]) -> Cycle {
+/// A cycle of the graph (between parties), told with the queues' names and ids.
+fn cycle(queues: &[Assembled], parties: &parties::Parties, steps: &[(i64, Vec<graph::Wait>)]) -> Cycle {
     let steps = steps
         .iter()
         .enumerate()
         .map(|(k, (session, waits))| CycleStep {
             session: *session,
             waits_for: steps[(k + 1) % steps.len()].0,
+            party: parties.sessions(*session),
+            evidence: parties.evidence(*session),
             edges: waits
                 .iter()
                 .map(|w| {
                     let queue = &queues[w.queue];
                     let (waiter, blocker) = (&queue.members[w.waiter], &queue.members[w.blocker]);
                     WaitEdge {
+                        waiter_session: waiter.session,
+                        blocker_session: blocker.session,
                         path: queue.path.clone(),
                         waiter_node: waiter.node.clone(),
                         waiter_id: waiter.id.clone(),

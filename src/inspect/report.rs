@@ -81,6 +81,10 @@ pub struct Skipped {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WaitEdge {
+    /// The waiting node's session (one of its step's [`CycleStep::party`]).
+    pub waiter_session: i64,
+    /// The session of the node it queues behind (one of the next step's party).
+    pub blocker_session: i64,
     /// The queue's path.
     pub path: String,
     /// The waiting node's name.
@@ -95,14 +99,20 @@ pub struct WaitEdge {
     pub blocker_holds: bool,
 }
 
-/// One step of a cycle: `session` waits for `waits_for`, the next step's session.
+/// One step of a cycle: `session`'s party waits for `waits_for`'s, the next step's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CycleStep {
-    /// The waiting session (`ephemeralOwner` of its nodes).
+    /// The waiting party, by its lowest session id (`ephemeralOwner` of its nodes): the
+    /// session itself when it is a party alone.
     pub session: i64,
-    /// The session it waits for.
+    /// The party it waits for, by its lowest session id.
     pub waits_for: i64,
+    /// Every session of the waiting party, sorted: `[session]` when alone; more when the
+    /// nodes' [`crate::Party`] evidence ties several sessions into one unit of work.
+    pub party: Vec<i64>,
+    /// What tied the party's sessions together, one line per tie (empty when alone).
+    pub evidence: Vec<String>,
     /// Where: each of `session`'s nodes that queues behind one of `waits_for`'s (at most a
     /// few per pair of sessions).
     pub edges: Vec<WaitEdge>,
@@ -118,9 +128,14 @@ pub struct Cycle {
 }
 
 impl Cycle {
-    /// The sessions in the cycle, in order.
+    /// The parties in the cycle, in order, each by its lowest session id.
     pub fn sessions(&self) -> Vec<i64> {
         self.steps.iter().map(|s| s.session).collect()
+    }
+
+    /// Every session of every party in the cycle, in the cycle's order.
+    pub fn all_sessions(&self) -> Vec<i64> {
+        self.steps.iter().flat_map(|s| s.party.iter().copied()).collect()
     }
 
     /// The queue paths the cycle waits in, in order, each once.
@@ -158,7 +173,7 @@ pub struct Inspection {
     /// enumerate): those listed are some of them.
     pub cycles_truncated: bool,
     /// Every session that can never proceed as things stand: those in a cycle, and those that
-    /// wait (directly or not) for one. Sorted.
+    /// wait (directly or not) for one, each party's sessions all. Sorted.
     pub stuck_sessions: Vec<i64>,
 }
 

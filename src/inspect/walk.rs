@@ -8,7 +8,7 @@ use super::kinds::{sort_out, Family};
 use super::report::{QueueKind, Skipped};
 use crate::error::{Error, Result};
 use crate::format::NodeFormat;
-use crate::naming::{split_data, QueueNode};
+use crate::naming::{read_data, QueueNode};
 use crate::participants::Participant;
 
 /// Paths listed, or nodes read, per multi-read.
@@ -141,8 +141,9 @@ async fn read_queue(client: &Client, path: &str, family: Family, nodes: Vec<Queu
         for (node, result) in batch.iter().zip(results) {
             // A node gone between the listing and the read is left out.
             let MultiReadResult::Data { data, stat } = result else { continue };
-            let (id, value) = split_data(&data);
+            let (id, value, party) = read_data(&data);
             members.push(Participant {
+                party,
                 position: kept.len(),
                 node: node.name.clone(),
                 id,

@@ -24,7 +24,8 @@ mod sequence;
 mod sort;
 
 pub use crate::format::NodeFormat;
-pub(crate) use data::{join_data, split_data};
+pub use data::Party;
+pub(crate) use data::{join_data, party_data, read_data, split_data};
 pub(crate) use parse::lease_weight;
 pub(crate) use scheme::{NameScheme, QueueNode};
 #[cfg(test)]
