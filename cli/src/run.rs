@@ -110,8 +110,24 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
             kept = minhold::keep(&guard, acquired + min, &mut stops, progress, path).await;
         }
     }
-    let released = guard.release().await;
     let limit_passed = limit_passed.load(Ordering::SeqCst);
+    if matches!(ended, Ended::Lost | Ended::WindowSpent) && !limit_passed {
+        // The lock is lost and the command's group is gone: exit now. Awaiting the release
+        // here waited for the server to confirm the delete of our node, up to a session
+        // timeout when it cannot be reached (an outage). Nothing needs it: the node is gone
+        // already (deleted, or its session expired), or it goes with the session's expiry on
+        // the server, which our exit (no more heartbeats) brings about; and nobody can enter
+        // before that, with or without us. The guard's drop still sends the delete, for the
+        // case where the connection is up.
+        drop(guard);
+        return Err(match ended {
+            Ended::WindowSpent => window_spent(path),
+            _ => {
+                Failure::new(exit::LOST, format!("lost the lock on {path} while the command ran; stopped it"))
+            }
+        });
+    }
+    let released = guard.release().await;
     match (ended, released) {
         (Ended::Lost, Ok(())) if limit_passed => Err(Failure::new(
             exit::MAX_HOLD,

@@ -96,7 +96,9 @@ async fn ride_out_keeps_the_command_through_a_short_disconnect_and_the_default_s
         assert_eq!(out.status.code(), expected, "{sub} {extra:?}: {}", log());
         assert!(log().contains("state=Suspended"), "no disconnect seen: {}", log());
         assert!(!running(pid));
-        assert_eq!(queue_len(&zk.connect_string(), "/locks/rideout"), 0);
+        // With 76, zklock did not wait to delete its node (issue 51): it goes with the 4 s
+        // session, which the server expires once zklock is gone.
+        eventually("no node left", || queue_len(&zk.connect_string(), "/locks/rideout") == 0).await;
     }
 }
 
@@ -184,4 +186,38 @@ kill "$LOCK_PID"; wait "$LOCK_PID"
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(queue_len(&c, "/locks/batch"), 0);
+}
+
+/// ZooKeeper stopped under a `run` (issue 51, item 2): the command gets SIGTERM, and zklock
+/// exits 76 as soon as it is gone, not when the session would expire. The session is of a
+/// minute: a zklock that waited for its expiry, or for ZooKeeper to confirm a release, would
+/// hit the test's bound of half that.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_under_run_ends_it_once_the_command_is_gone() {
+    let mut zk = ZkCluster::standalone().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("events");
+    let script = format!(
+        "trap 'echo term >> {0}; exit 3' TERM; echo started >> {0}; while :; do sleep 0.05; done",
+        events.display()
+    );
+    let run = zklock(&zk.connect_string())
+        .args(["run", "--session-timeout", "60s", "/locks/outage", "--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the command started", || lines(&events) == ["started"]).await;
+    zk.stop(0).await.unwrap();
+    let exited = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::task::spawn_blocking(move || run.wait_with_output()),
+    )
+    .await
+    .expect("zklock still ran 30 s after ZooKeeper stopped (a 60 s session)")
+    .unwrap()
+    .unwrap();
+    assert_eq!(exited.status.code(), Some(76), "{}", stderr(&exited));
+    // The command had been stopped (SIGTERM) and had ended before zklock exited.
+    assert_eq!(lines(&events), ["started", "term"]);
+    assert!(stderr(&exited).contains("lost the lock on /locks/outage"), "{}", stderr(&exited));
 }
