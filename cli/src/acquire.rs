@@ -101,10 +101,13 @@ pub fn margin(contact: &Contact, given: Option<Duration>) -> Duration {
     let timeout = contact.session_timeout();
     let margin = given.unwrap_or_else(|| deadline::default_margin(timeout));
     if deadline::best_grace(timeout, margin).is_zero() {
-        eprintln!(
-            "zklock: warning: the negotiated session timeout ({}) leaves no grace: on a loss the \
-             command will be killed at once (SIGKILL)",
-            humantime::format_duration(timeout)
+        crate::say::say(
+            crate::say::Level::Warn,
+            &format!(
+                "warning: the negotiated session timeout ({}) leaves no grace: on a loss the \
+                 command will be killed at once (SIGKILL)",
+                humantime::format_duration(timeout)
+            ),
         );
     }
     margin

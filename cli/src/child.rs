@@ -264,7 +264,10 @@ pub async fn supervise(
             }
             _ = &mut revoked, if !revoke_sent => {
                 revoke_sent = true;
-                eprintln!("zklock: revocation requested; asking the command to finish (SIGTERM)");
+                crate::say::say(
+                    crate::say::Level::Info,
+                    "revocation requested; asking the command to finish (SIGTERM)",
+                );
                 group.signal(libc::SIGTERM);
             }
         }

@@ -58,10 +58,13 @@ impl Cli {
             && (self.session_timeout.is_some() || self.verbose)
         {
             let default = if self.session_timeout.is_none() { "the default " } else { "" };
-            eprintln!(
-                "zklock: note: the server set the session timeout to {} (asked for {default}{})",
-                humantime::format_duration(got),
-                humantime::format_duration(asked)
+            crate::say::say(
+                crate::say::Level::Info,
+                &format!(
+                    "note: the server set the session timeout to {} (asked for {default}{})",
+                    humantime::format_duration(got),
+                    humantime::format_duration(asked)
+                ),
             );
         }
         Ok(conn)

@@ -182,7 +182,7 @@ pub async fn deadlocks(conn: &Conn, args: &DeadlocksArgs) -> Result<u8, Failure>
     let found = inspect(conn.session(), &args.root, &options).await?;
     let code = if found.cycles.is_empty() { 0 } else { FOUND };
     for note in notes(&found, args.max_nodes) {
-        eprintln!("zklock: note: {note}");
+        crate::say::say(crate::say::Level::Warn, &format!("note: {note}"));
     }
     if args.json {
         print_json(&report(&found))?;

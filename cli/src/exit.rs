@@ -46,7 +46,7 @@ impl Failure {
 
     pub fn report(self) -> ExitCode {
         if !self.message.is_empty() {
-            eprintln!("zklock: {}", self.message);
+            crate::say::failure(self.code, &self.message);
         }
         ExitCode::from(self.code)
     }

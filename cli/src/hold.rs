@@ -47,7 +47,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Result<u8, Failure> {
         _ = stdin_closed => (false, true),
         _ = stops.next() => (false, true),
         _ = revoked => {
-            eprintln!("zklock: revocation requested; releasing {path}");
+            crate::say::say(crate::say::Level::Info, &format!("revocation requested; releasing {path}"));
             (false, false)
         }
         _ = guard.lost() => (true, false),
@@ -64,7 +64,10 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Result<u8, Failure> {
     match guard.release().await {
         Ok(()) => Ok(0),
         Err(zk_recipes::Error::LockLost { .. }) if kept == Kept::Lost => {
-            eprintln!("zklock: lost the lock on {path} during --min-hold, after stdin closed");
+            crate::say::say(
+                crate::say::Level::Warn,
+                &format!("lost the lock on {path} during --min-hold, after stdin closed"),
+            );
             Ok(0)
         }
         Err(zk_recipes::Error::LockLost { .. }) => {

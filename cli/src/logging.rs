@@ -31,6 +31,7 @@ fn filter() -> EnvFilter {
 
 /// Installs the subscriber. Called once, before anything logs.
 pub fn init(format: LogFormat) {
+    crate::say::set_json(matches!(format, LogFormat::Json));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter())
         .with_writer(std::io::stderr)

@@ -19,6 +19,7 @@ mod ops;
 mod party;
 mod progress;
 mod run;
+mod say;
 mod status;
 mod top;
 mod usage;

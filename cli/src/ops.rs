@@ -45,7 +45,12 @@ fn target<'a>(path: &str, queue: &'a [Participant], node: Option<&str>) -> Resul
 
 /// Asks on stderr, reads the answer from stdin: only `y` or `yes` confirm.
 fn confirm(question: &str) -> bool {
-    eprint!("zklock: {question} [y/N] ");
+    // As JSON, the question is a line of its own; as text, the answer follows it.
+    if crate::say::json() {
+        crate::say::say(crate::say::Level::Warn, &format!("{question} [y/N]"));
+    } else {
+        eprint!("zklock: {question} [y/N] ");
+    }
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     if std::io::stdin().lock().read_line(&mut answer).is_err() {

@@ -12,6 +12,15 @@ use std::io::{IsTerminal, Write};
 use zk_recipes::zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
 use zk_recipes::Participant;
 
+/// A progress line as it is written: as it is, or under `--log-format json` an event.
+fn as_logged(line: &str) -> String {
+    if crate::say::json() {
+        crate::say::line(crate::say::Level::Info, line, None)
+    } else {
+        line.to_string()
+    }
+}
+
 /// Where waiting progress goes: a live line on a terminal, plain lines with `-v`, else nowhere.
 #[derive(Clone, Copy)]
 pub struct Progress {
@@ -21,7 +30,8 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(verbose: bool) -> Progress {
-        Progress { tty: std::io::stderr().is_terminal(), verbose }
+        // Under --log-format json, no live line: each change is an event of its own.
+        Progress { tty: std::io::stderr().is_terminal() && !crate::say::json(), verbose }
     }
 
     pub fn enabled(&self) -> bool {
@@ -33,7 +43,7 @@ impl Progress {
         if self.tty {
             let _ = write!(err, "\r\x1b[2K{line}");
         } else {
-            let _ = writeln!(err, "{line}");
+            let _ = writeln!(err, "{}", as_logged(line));
         }
         let _ = err.flush();
     }
@@ -48,7 +58,7 @@ impl Progress {
     pub fn note(&self, line: &str) {
         if self.enabled() {
             self.done();
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = writeln!(std::io::stderr(), "{}", as_logged(line));
         }
     }
 

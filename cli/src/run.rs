@@ -100,9 +100,12 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     if matches!(ended, Ended::Exited(_)) && !policy.is_lost(guard.current_status()) {
         if let (Some(_), Ended::Exited(0)) = (args.once_per, &ended) {
             if let Err(e) = once::record(&conn, &guard, path).await {
-                eprintln!(
-                    "zklock: could not record the run for --once-per ({}); a later run may repeat it",
-                    e.message
+                crate::say::say(
+                    crate::say::Level::Warn,
+                    &format!(
+                        "could not record the run for --once-per ({}); a later run may repeat it",
+                        e.message
+                    ),
                 );
             }
         }
@@ -142,7 +145,10 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
         )),
         (Ended::WindowSpent, _) => Err(window_spent(path)),
         (Ended::Exited(code), Err(zk_recipes::Error::LockLost { .. })) if kept == Kept::Lost => {
-            eprintln!("zklock: lost the lock on {path} during --min-hold, after the command ended");
+            crate::say::say(
+                crate::say::Level::Warn,
+                &format!("lost the lock on {path} during --min-hold, after the command ended"),
+            );
             Ok(code)
         }
         (Ended::Exited(_), Err(zk_recipes::Error::LockLost { .. })) => Err(Failure::new(
@@ -150,7 +156,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
             format!("the lock on {path} was lost before the command ended; it may have run unprotected"),
         )),
         (Ended::Exited(code), Err(e)) => {
-            eprintln!("zklock: releasing {path}: {e}");
+            crate::say::say(crate::say::Level::Warn, &format!("releasing {path}: {e}"));
             Ok(code)
         }
         (Ended::Exited(code), Ok(())) => Ok(code),

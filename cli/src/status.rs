@@ -54,8 +54,8 @@ pub fn rows(queue: Vec<Participant>) -> Vec<Row> {
 }
 
 pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
-    let text =
-        serde_json::to_string_pretty(value).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
+    // One object per line, whatever the command: what a script's `read -r` gets whole.
+    let text = serde_json::to_string(value).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
     println!("{text}");
     Ok(())
 }

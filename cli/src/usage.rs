@@ -49,6 +49,7 @@ pub fn parse() -> Result<Cli, ExitCode> {
     {
         line.push_str(" (the command goes after --: zklock run LOCKPATH -- COMMAND [ARGS...], or -c STRING)");
     }
+    crate::say::set_json(crate::say::asked_in_args());
     Err(Failure::new(exit::USAGE, line).report())
 }
 

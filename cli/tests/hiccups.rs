@@ -174,7 +174,7 @@ async fn the_docs_coproc_snippet_waits_for_a_clean_release() {
     let snippet = r#"
 coproc LOCK { exec zklock hold /locks/batch; }
 read -r token <&"${LOCK[0]}"
-test -n "$token" && zklock status --json /locks/batch | grep -q '"holder": true'
+test -n "$token" && zklock status --json /locks/batch | grep -q '"holder":true'
 kill "$LOCK_PID"; wait "$LOCK_PID"
 "#;
     let out = Command::new("bash")
