@@ -26,7 +26,8 @@ pub struct Cli {
     #[arg(short, long, global = true)]
     pub verbose: bool,
     /// The longest connecting may take before zklock gives up (exit 69) [default: the session
-    /// timeout, at least 2s]. `run` and `hold` also bound connecting by their --timeout.
+    /// timeout, at least 2s; with nothing listening, a fifth less (8s of the default 10s)].
+    /// `run` and `hold` also bound connecting by their --timeout.
     #[arg(long, env = "ZKLOCK_CONNECT_TIMEOUT", value_name = "DURATION", value_parser = duration, global = true)]
     pub connect_timeout: Option<Duration>,
     /// Digest authentication, USER:PASSWORD, sent on every connection (ZooKeeper's `addauth
@@ -80,9 +81,12 @@ pub enum Command {
     /// when found, 0 when none). Reads only. A party is a session, or the sessions its nodes
     /// tie together: a zklock run inside another's command, a script's `zklock hold` coprocess
     /// with its other zklocks (see zklock.md for the rule and its limits).
-    Deadlocks(crate::deadlocks::DeadlocksArgs),
+    Deadlocks(DeadlocksArgs),
     /// A live view of every lock under ROOT: holders, waiters, hold ages, deadlocks.
-    Top(crate::top::TopArgs),
+    Top(TopArgs),
+    /// Show how long ago the last `run --once-per` success on LOCKPATH was (its marker), or
+    /// --clear the marker so that the next run runs at once.
+    OncePer(OncePerArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(CompletionsArgs),
     /// Print the man page zklock(1) (roff) to stdout, or write every page (zklock(1) and one
@@ -354,4 +358,49 @@ pub enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+#[derive(Args)]
+pub struct DeadlocksArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Read at most N nodes (paths listed and queue nodes read); the report says when it
+    /// stopped there.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_nodes: usize,
+    /// Where to look: every queue at or under it (`/`: the whole tree), e.g. /locks.
+    pub root: String,
+}
+
+#[derive(Args)]
+pub struct TopArgs {
+    /// How often to read the tree again and redraw, e.g. 2s or 500ms.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = duration)]
+    pub interval: Duration,
+    /// Print one frame, without clearing the screen, and exit (for scripts).
+    #[arg(long)]
+    pub once: bool,
+    /// Age holds by the server's clock: before each frame, set this persistent node's data
+    /// (created if missing; its parent must exist) and age each hold by its mtime. The only
+    /// write top makes. Default: by this host's clock, which the frame says.
+    #[arg(long, value_name = "PATH")]
+    pub clock_node: Option<String>,
+    /// Read at most N nodes per frame.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_nodes: usize,
+    /// Where to look: every queue at or under it (`/`: the whole tree), e.g. /locks.
+    pub root: String,
+}
+
+#[derive(Args)]
+pub struct OncePerArgs {
+    /// Delete the marker (exit 1 if there is none): the next `run --once-per` runs at once.
+    #[arg(long)]
+    pub clear: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The lock path `run --once-per` took, e.g. /locks/nightly-report.
+    pub lockpath: String,
 }

@@ -1,29 +1,16 @@
 //! `zklock deadlocks ROOT`: the cycles of sessions that wait for each other in the lock queues
 //! under ROOT (`zk_recipes::inspect`). Reads only. Exit 1 when there is one, 0 when none.
 
-use clap::Args;
 use serde::Serialize;
 use zk_recipes::inspect::{inspect, Cycle, InspectOptions, Inspection};
 
+use crate::args::DeadlocksArgs;
 use crate::exit::Failure;
 use crate::status::print_json;
 use crate::zk::Conn;
 
 /// The exit status when a cycle is found.
 pub const FOUND: u8 = 1;
-
-#[derive(Args)]
-pub struct DeadlocksArgs {
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
-    /// Read at most N nodes (paths listed and queue nodes read); the report says when it
-    /// stopped there.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    pub max_nodes: usize,
-    /// Where to look: every queue at or under it (`/`: the whole tree), e.g. /locks.
-    pub root: String,
-}
 
 #[derive(Serialize)]
 struct Report {

@@ -5,73 +5,126 @@ use clap::CommandFactory;
 
 use crate::args::Cli;
 
-/// One exit status, and the subcommands it can come from (empty: every one).
+/// One exit status: what it means in `zklock --help` and zklock(1) (`text`, every case), and
+/// on each subcommand's page (`by`: the subcommands that can exit with it, each group with its
+/// own words). A subcommand named in no group never exits with it.
 pub struct Code {
     pub code: &'static str,
     pub text: &'static str,
-    pub from: &'static [&'static str],
+    pub by: &'static [(&'static [&'static str], &'static str)],
 }
 
-const LOCKING: &[&str] = &["run", "hold", "elect"];
-const TALKING: &[&str] = &["run", "hold", "status", "ls", "elect", "revoke", "break", "deadlocks", "top"];
+impl Code {
+    /// What the code means for `sub`, if `sub` can exit with it.
+    pub fn for_sub(&self, sub: &str) -> Option<&'static str> {
+        self.by.iter().find(|(subs, _)| subs.contains(&sub)).map(|(_, text)| *text)
+    }
+}
+
+const TALKING: &[&str] =
+    &["run", "hold", "status", "ls", "elect", "revoke", "break", "deadlocks", "top", "once-per"];
+const READING: &[&str] = &["status", "ls", "revoke", "break", "deadlocks", "top", "once-per"];
 
 /// Every exit status, in order. The first is the command's own (for `run` and `elect`).
 pub const CODES: &[Code] = &[
     Code {
         code: "0",
         text: "success (hold: released after stdin closed or SIGINT/SIGTERM; elect --observe: \
-               ended by a signal)",
-        from: &[],
+               ended by a signal; deadlocks: no deadlock; top: ended by q or Ctrl-C)",
+        by: &[
+            (&["run"], "the command exited 0"),
+            (&["hold"], "released after stdin closed, SIGINT/SIGTERM or a revocation request"),
+            (&["elect"], "the command exited 0; with --observe: ended by SIGINT/SIGTERM"),
+            (&["status", "ls", "revoke", "break", "once-per", "completions", "man"], "success"),
+            (&["deadlocks"], "no deadlock found"),
+            (&["top"], "ended by q or Ctrl-C, or one frame printed (--once)"),
+        ],
     },
     Code {
         code: "1",
         text: "break/revoke: nobody holds the path, or break was not confirmed; deadlocks: a \
-               deadlock was found",
-        from: &["revoke", "break", "deadlocks"],
+               deadlock was found; once-per --clear: no marker",
+        by: &[
+            (&["revoke"], "nobody holds the path (or --node names no node of its queue)"),
+            (&["break"], "nobody holds the path, or the deletion was not confirmed"),
+            (&["deadlocks"], "a deadlock was found"),
+            (&["once-per"], "--clear: there is no marker to clear"),
+        ],
     },
     Code {
         code: "64",
         text: "bad input: an invalid lock path, a missing `--` before the command, a path holding \
                another recipe's or the other --format's nodes, unusable TLS files, --min-hold \
                longer than --max-hold",
-        from: &[],
+        by: &[
+            (
+                &["run", "elect"],
+                "bad input: an invalid path, a missing `--` before the command, a path holding \
+                 another recipe's or the other --format's nodes, unusable TLS files, --min-hold \
+                 longer than --max-hold",
+            ),
+            (
+                &["hold"],
+                "bad input: an invalid path, a path holding another recipe's or the other \
+                 --format's nodes, unusable TLS files",
+            ),
+            (READING, "bad input: an invalid path or option, unusable TLS files"),
+            (&["completions", "man"], "bad input: an unknown shell or option"),
+        ],
     },
     Code {
         code: "69",
         text: "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
                session expired, or authentication failed",
-        from: TALKING,
+        by: &[(
+            TALKING,
+            "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
+             session expired, or authentication failed",
+        )],
     },
     Code {
         code: "75",
         text: "lock busy (--no-wait) or not acquired within --timeout (or -E N)",
-        from: &["run", "hold"],
+        by: &[(&["run", "hold"], "lock busy (--no-wait) or not acquired within --timeout (or -E N)")],
     },
     Code {
         code: "76",
         text: "lock or leadership lost while the command ran (its group got SIGTERM, then SIGKILL)",
-        from: LOCKING,
+        by: &[
+            (&["run"], "the lock was lost while the command ran (its group got SIGTERM, then SIGKILL)"),
+            (&["elect"], "leadership was lost while the command ran (its group got SIGTERM, then SIGKILL)"),
+            (&["hold"], "the lock was lost while held (its node deleted, or the session lost)"),
+        ],
     },
     Code {
         code: "79",
         text: "run --once-per: a run succeeded within the period (on any host); the command was \
                not run",
-        from: &["run"],
+        by: &[(
+            &["run"],
+            "--once-per: a run succeeded within the period (on any host); the command was not run",
+        )],
     },
     Code {
         code: "124",
         text: "run --max-hold passed: the command's group got SIGTERM, then SIGKILL; lock released",
-        from: &["run"],
+        by: &[(&["run"], "--max-hold passed: the command's group got SIGTERM, then SIGKILL; lock released")],
     },
     Code {
         code: "126",
         text: "the command could not be executed; 127 the command was not found",
-        from: &["run", "elect"],
+        by: &[(&["run", "elect"], "the command could not be executed; 127 the command was not found")],
     },
     Code {
         code: "130",
         text: "SIGINT while waiting; 143 SIGTERM while waiting (our queue node deleted first)",
-        from: LOCKING,
+        by: &[
+            (
+                &["run", "hold"],
+                "SIGINT while waiting for the lock; 143 SIGTERM (our queue node deleted first)",
+            ),
+            (&["elect"], "SIGINT while waiting for leadership; 143 SIGTERM (our queue node deleted first)"),
+        ],
     },
 ];
 
@@ -93,6 +146,7 @@ pub const EXAMPLES: &[&str] = &[
     "zklock ls /locks",
     "zklock deadlocks /locks                                 # exit 1: sessions wait for each other",
     "zklock top /locks                                       # live: holders, waiters, hold ages",
+    "zklock once-per --clear /locks/nightly-report           # the next --once-per run runs",
     "zklock elect --id $(hostname) /election/scheduler -- ./scheduler",
     "zklock elect --observe /election/scheduler",
     "zklock revoke /locks/deploy                             # ask the holder to finish",

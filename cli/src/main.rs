@@ -79,6 +79,7 @@ fn main() -> ExitCode {
             }
             Command::Deadlocks(args) => deadlocks::deadlocks(&cli.connect().await?, args).await,
             Command::Top(args) => top::top(&cli.connect().await?, args).await,
+            Command::OncePer(args) => once::once_per(&cli.connect().await?, args).await,
             Command::Completions(_) | Command::Man(_) => Ok(0),
         }
     });

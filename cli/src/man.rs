@@ -7,7 +7,7 @@ use std::path::Path;
 use clap_mangen::roff::{bold, italic, roman, Roff};
 use clap_mangen::Man;
 
-use crate::help::{self, Code};
+use crate::help;
 
 /// One page: its file name (`zklock-run.1`) and its roff text.
 pub struct Page {
@@ -92,22 +92,16 @@ fn subcommands_section(roff: &mut Roff, cmd: &clap::Command) {
     }
 }
 
-fn applies(code: &Code, sub: Option<&str>) -> bool {
-    match sub {
-        None => true,
-        Some(name) => code.from.is_empty() || code.from.contains(&name),
-    }
-}
-
 fn exit_status(roff: &mut Roff, sub: Option<&str>) {
     roff.control("SH", ["EXIT STATUS"]);
     if matches!(sub, None | Some("run") | Some("elect")) {
         roff.text([roman(help::OWN_STATUS)]);
     }
-    for code in help::CODES.iter().filter(|c| applies(c, sub)) {
+    for code in help::CODES {
+        let Some(text) = sub.map_or(Some(code.text), |name| code.for_sub(name)) else { continue };
         roff.control("TP", []);
         roff.text([bold(code.code)]);
-        paragraphs(roff, code.text);
+        paragraphs(roff, text);
     }
 }
 

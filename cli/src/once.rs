@@ -11,7 +11,9 @@ use std::time::Duration;
 use zk_recipes::zookeeper_client::Error as ZkError;
 use zk_recipes::LockGuard;
 
-use crate::exit::Failure;
+use crate::args::OncePerArgs;
+use crate::exit::{self, Failure};
+use crate::status::{now_ms, print_json};
 use crate::zk::Conn;
 
 /// The marker of the latest successful run; its mtime is the server's time of that success.
@@ -61,4 +63,66 @@ pub async fn since_last(conn: &Conn, guard: &LockGuard, lockpath: &str) -> Resul
 pub async fn record(conn: &Conn, guard: &LockGuard, lockpath: &str) -> Result<(), Failure> {
     let data = format!("{} {}", guard.node_path(), guard.fencing_token());
     put(conn, guard, &format!("{lockpath}/{MARKER}"), data.as_bytes()).await
+}
+
+/// A marker as `status`, `ls` and `once-per` show it.
+#[derive(serde::Serialize)]
+pub struct Marker {
+    /// The marker's path.
+    pub marker: String,
+    /// How long ago the last success was recorded: the server's mtime of the marker against
+    /// this host's clock (zero if the host is behind).
+    pub age_ms: i64,
+}
+
+/// The `--once-per` marker under `lockpath`, if any.
+pub async fn marker(conn: &Conn, lockpath: &str) -> Result<Option<Marker>, Failure> {
+    let marker = format!("{}/{MARKER}", lockpath.trim_end_matches('/'));
+    Ok(mtime(conn, &marker).await?.map(|at| Marker { age_ms: (now_ms() - at).max(0), marker }))
+}
+
+/// A marker's age in words, as `status` and `ls` show it.
+pub fn age(marker: &Marker) -> String {
+    humantime::format_duration(Duration::from_secs((marker.age_ms / 1000) as u64)).to_string()
+}
+
+/// `zklock once-per LOCKPATH`: the marker's age, or `--clear` deletes it (and the clock node).
+pub async fn once_per(conn: &Conn, args: &OncePerArgs) -> Result<u8, Failure> {
+    zk_recipes::LockPath::new(&args.lockpath)?;
+    let path = &args.lockpath;
+    let Some(found) = marker(conn, path).await? else {
+        let message = format!("no --once-per marker at {path}: no success recorded");
+        if args.clear {
+            return Err(Failure::new(exit::NOTHING, message));
+        }
+        if args.json {
+            print_json(&serde_json::json!({ "path": path, "marker": null }))?;
+        } else {
+            println!("{message}");
+        }
+        return Ok(0);
+    };
+    if args.clear {
+        let client = conn.raw()?;
+        for node in [found.marker.clone(), format!("{path}/{CLOCK}")] {
+            match client.delete(&node, None).await {
+                Ok(()) | Err(ZkError::NoNode) => {}
+                Err(e) => {
+                    return Err(
+                        zk_recipes::Error::ZooKeeper { op: "delete", path: node, source: e.into() }.into()
+                    )
+                }
+            }
+        }
+    }
+    if args.json {
+        print_json(&serde_json::json!({
+            "path": path, "marker": found.marker, "age_ms": found.age_ms, "cleared": args.clear,
+        }))?;
+    } else if args.clear {
+        println!("{path}: cleared the --once-per marker of a success {} ago; the next run runs", age(&found));
+    } else {
+        println!("{path}: last --once-per success {} ago (marker {})", age(&found), found.marker);
+    }
+    Ok(0)
 }

@@ -31,6 +31,8 @@ struct Status {
     queue: Vec<Row>,
     /// Paths of locks and elections under this one (when nothing is queued at the path itself).
     locks_under: Vec<String>,
+    /// The `run --once-per` marker here, if any: the last success, and how long ago.
+    once_per: Option<crate::once::Marker>,
 }
 
 pub fn now_ms() -> i64 {
@@ -81,9 +83,16 @@ pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Re
         free: queue.is_empty() && locks_under.is_empty(),
         queue,
         locks_under,
+        once_per: crate::once::marker(conn, path).await?,
     };
     if json {
         return print_json(&status);
+    }
+    if let Some(marker) = &status.once_per {
+        println!(
+            "{path}: last --once-per success {} ago (clear it: zklock once-per --clear {path})",
+            crate::once::age(marker)
+        );
     }
     if status.free {
         println!("{path}: free (nobody holds or waits)");
@@ -126,6 +135,8 @@ pub struct Listed {
     pub queue: usize,
     /// How long the oldest holder has held it (by the server's creation time of its node).
     pub age_ms: Option<i64>,
+    /// How long ago the last `run --once-per` success was, if it left a marker here.
+    pub once_per_age_ms: Option<i64>,
 }
 
 /// Whether a child name looks like a queue node of any recipe, in either format: a marker
@@ -157,8 +168,14 @@ pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<L
             Err(e) => return Err(zk_recipes::Error::ZooKeeper { op: "list", path, source: e.into() }.into()),
         };
         children.sort();
+        let once_per = match children.iter().any(|c| c == crate::once::MARKER) {
+            true => crate::once::marker(conn, &path).await?.map(|m| m.age_ms),
+            false => None,
+        };
+        let mut listed = false;
         if children.iter().any(|c| is_queue_node(c)) {
             if let Some((kind, queue)) = zk::queue(conn, &path, format).await? {
+                listed = true;
                 let now = now_ms();
                 let holders: Vec<&Participant> = queue.iter().filter(|p| p.is_holder).collect();
                 found.push(Listed {
@@ -168,8 +185,21 @@ pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<L
                     holders: holders.iter().map(|p| p.id.clone()).collect(),
                     waiters: queue.len() - holders.len(),
                     queue: queue.len(),
+                    once_per_age_ms: once_per,
                 });
             }
+        }
+        if !listed && once_per.is_some() {
+            // An idle lock that `run --once-per` ran under: listed for its marker.
+            found.push(Listed {
+                path: path.clone(),
+                kind: "lock",
+                holders: Vec::new(),
+                waiters: 0,
+                queue: 0,
+                age_ms: None,
+                once_per_age_ms: once_per,
+            });
         }
         let base = if path == "/" { String::new() } else { path.clone() };
         for child in children.iter().rev() {
@@ -191,17 +221,21 @@ pub async fn ls(conn: &Conn, prefix: &str, format: NodeFormat, json: bool) -> Re
         println!("no locks or elections under {prefix}");
         return Ok(());
     }
-    println!("{:<32} {:<16} {:<24} {:>7} {:>7} {:>8}", "PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE");
+    println!(
+        "{:<32} {:<16} {:<24} {:>7} {:>7} {:>8} {:>8}",
+        "PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE", "ONCE-PER"
+    );
     for l in &found {
         let holder = if l.holders.is_empty() { "-".to_string() } else { l.holders.join(",") };
         println!(
-            "{:<32} {:<16} {:<24} {:>7} {:>7} {:>8}",
+            "{:<32} {:<16} {:<24} {:>7} {:>7} {:>8} {:>8}",
             l.path,
             l.kind,
             holder,
             l.holders.len(),
             l.waiters,
-            l.age_ms.map_or("-".to_string(), age)
+            l.age_ms.map_or("-".to_string(), age),
+            l.once_per_age_ms.map_or("-".to_string(), age)
         );
     }
     Ok(())

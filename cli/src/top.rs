@@ -5,34 +5,14 @@
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
-use clap::Args;
 use zk_recipes::inspect::{inspect, InspectOptions, Inspection};
 use zk_recipes::zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
+use crate::args::TopArgs;
 use crate::deadlocks::session;
 use crate::exit::Failure;
 use crate::status::now_ms;
 use crate::zk::Conn;
-
-#[derive(Args)]
-pub struct TopArgs {
-    /// How often to read the tree again and redraw, e.g. 2s or 500ms.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::args::duration)]
-    pub interval: Duration,
-    /// Print one frame, without clearing the screen, and exit (for scripts).
-    #[arg(long)]
-    pub once: bool,
-    /// Age holds by the server's clock: before each frame, set this persistent node's data
-    /// (created if missing; its parent must exist) and age each hold by its mtime. The only
-    /// write top makes. Default: by this host's clock, which the frame says.
-    #[arg(long, value_name = "PATH")]
-    pub clock_node: Option<String>,
-    /// Read at most N nodes per frame.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    pub max_nodes: usize,
-    /// Where to look: every queue at or under it (`/`: the whole tree), e.g. /locks.
-    pub root: String,
-}
 
 /// Clears the screen and puts the cursor at the top left.
 const CLEAR: &str = "\x1b[H\x1b[2J";

@@ -134,6 +134,29 @@ async fn once_per_runs_the_job_once_across_three_hosts() {
     assert_eq!(status(&c, "/locks/cron")["queue"].as_array().unwrap().len(), 0);
     let plain = zklock(&c).args(["run", "/locks/cron", "--", "true"]).output().unwrap();
     assert_eq!(code(&plain), Some(0), "{}", String::from_utf8_lossy(&plain.stderr));
+
+    // status and ls show the marker and its age (issue 51, item 5); once-per --clear deletes
+    // it, and the next run runs.
+    let marker = &status(&c, "/locks/cron")["once_per"];
+    assert_eq!(marker["marker"], "/locks/cron/zklock.once-per");
+    assert!(marker["age_ms"].is_i64(), "{marker}");
+    let text = zklock(&c).args(["status", "/locks/cron"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("last --once-per success"), "{text:?}");
+    let ls = zklock(&c).args(["ls", "--json", "/locks"]).output().unwrap();
+    let ls: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let row = ls.as_array().unwrap().iter().find(|l| l["path"] == "/locks/cron").expect("listed");
+    assert!(row["once_per_age_ms"].is_i64() && row["holders"].as_array().unwrap().is_empty(), "{ls}");
+    let shown = zklock(&c).args(["once-per", "/locks/cron"]).output().unwrap();
+    assert_eq!(code(&shown), Some(0));
+    assert!(String::from_utf8_lossy(&shown.stdout).contains("last --once-per success"), "{shown:?}");
+    let cleared = zklock(&c).args(["once-per", "--clear", "/locks/cron"]).output().unwrap();
+    assert_eq!(code(&cleared), Some(0), "{}", String::from_utf8_lossy(&cleared.stderr));
+    assert!(status(&c, "/locks/cron")["once_per"].is_null());
+    let again = zklock(&c).args(["once-per", "--clear", "/locks/cron"]).output().unwrap();
+    assert_eq!(code(&again), Some(1), "nothing to clear");
+    let out = finish(fire(&c, &["--once-per", "1h"], &log)).await;
+    assert_eq!(code(&out), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines(&log).len(), 2, "ran again after --clear");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

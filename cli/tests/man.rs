@@ -71,6 +71,38 @@ fn man_dir_writes_a_page_per_subcommand_with_exit_status_and_environment() {
     assert!(run.contains("\n79\n") && run.contains("\n124\n"), "run's exit codes");
     let status = plain(&std::fs::read_to_string(dir.path().join("zklock-status.1")).unwrap());
     assert!(!status.contains("\n124\n"), "status cannot exit 124");
+    // Each page's EXIT STATUS speaks of its own subcommand only (issue 51, item 5).
+    for file in &files {
+        let page = plain(&std::fs::read_to_string(dir.path().join(file)).unwrap());
+        let Some(sub) = file.strip_prefix("zklock-").and_then(|f| f.strip_suffix(".1")) else { continue };
+        let exit = &page[page.find(".SH \"EXIT STATUS\"").unwrap()..page.find(".SH ENVIRONMENT").unwrap()];
+        for other in subs.iter().filter(|s| *s != sub) {
+            for said in [format!("{other}:"), format!("{other} --"), format!("({other}")] {
+                // Not an option of the same name (`--once-per:`).
+                let named = exit.match_indices(&said).any(|(at, _)| !exit[..at].ends_with('-'));
+                assert!(!named, "{file}'s EXIT STATUS speaks of {other}: {exit}");
+            }
+        }
+    }
+    let deadlocks = plain(&std::fs::read_to_string(dir.path().join("zklock-deadlocks.1")).unwrap());
+    let exit = &deadlocks[deadlocks.find("EXIT STATUS").unwrap()..deadlocks.find(".SH ENVIRONMENT").unwrap()];
+    assert!(
+        exit.contains("no deadlock found") && !exit.contains("hold") && !exit.contains("elect"),
+        "{exit}"
+    );
+    // The docs list every page written.
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/zklock.md")).unwrap();
+    let listed =
+        docs[docs.find("writes zklock(1) and one").unwrap()..].split_once("each with EXIT STATUS").unwrap().0;
+    let listed: BTreeSet<String> = listed
+        .match_indices("zklock")
+        .filter_map(|(at, _)| {
+            let stem: String =
+                listed[at..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+            listed[at + stem.len()..].starts_with("(1)").then(|| format!("{stem}.1"))
+        })
+        .collect();
+    assert_eq!(listed, files, "docs/zklock.md's list of pages");
     let root = plain(&std::fs::read_to_string(dir.path().join("zklock.1")).unwrap());
     assert!(root.contains(".SH SUBCOMMANDS") && root.contains(".SH EXAMPLES"), "{root}");
     assert!(!root.contains("zklock-help"), "zklock-help(1) is not generated");

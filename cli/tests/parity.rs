@@ -225,7 +225,7 @@ async fn ls_lists_every_lock_under_a_prefix_and_status_on_a_parent_is_not_free()
     let mut lines = table.lines();
     assert_eq!(
         columns(lines.next().unwrap()),
-        ["PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE"],
+        ["PATH", "KIND", "HOLDER", "HOLDERS", "WAITERS", "AGE", "ONCE-PER"],
         "{table}"
     );
     let rows: Vec<Vec<String>> = lines.map(columns).collect();

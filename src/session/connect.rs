@@ -470,6 +470,8 @@ mod tests {
         assert_eq!(connect_wait(s(10)), s(10));
         assert_eq!(probe_time(s(2)), Duration::from_millis(400));
         assert_eq!(probe_time(s(5)), s(1));
+        // The default 10 s session of zklock: attempts for 8 s, then the probes.
+        assert_eq!(s(10) - probe_time(s(10)), s(8));
         assert_eq!(probe_time(s(60)), s(2));
     }
 
