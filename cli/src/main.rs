@@ -21,6 +21,7 @@ mod progress;
 mod run;
 mod say;
 mod status;
+mod term;
 mod top;
 mod usage;
 mod zk;

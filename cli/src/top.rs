@@ -17,31 +17,83 @@ use crate::zk::Conn;
 /// Clears the screen and puts the cursor at the top left.
 const CLEAR: &str = "\x1b[H\x1b[2J";
 
+/// The width a frame is laid out for when stdout is no terminal.
+const PLAIN_WIDTH: usize = 120;
+
 pub async fn top(conn: &Conn, args: &TopArgs) -> Result<u8, Failure> {
     let options = InspectOptions::new().max_nodes(args.max_nodes);
     if args.once {
         let (now, clock) = now(conn, args.clock_node.as_deref()).await?;
         let found = inspect(conn.session(), &args.root, &options).await?;
-        show(&frame(&found, now, clock, None))?;
+        show(&frame(&found, now, clock, None, crate::term::width().unwrap_or(PLAIN_WIDTH)))?;
         return Ok(0);
     }
+    // On a terminal: the view owns it (a clear before each frame, `q` quits, no log lines on
+    // it). Otherwise plain frames one after another, a blank line between them.
+    let live = crate::term::width().is_some();
+    let owned = live.then(crate::term::Owned::take);
+    let quit = async {
+        match &owned {
+            Some(o) if o.keys() => crate::term::quit_key().await,
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(quit);
     let mut ticks = tokio::time::interval(args.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The last frame read, and when: shown under an outage, with the time since.
+    let mut last: Option<(String, std::time::Instant, SystemTime)> = None;
     loop {
         tokio::select! {
             _ = ticks.tick() => {}
             _ = tokio::signal::ctrl_c() => return Ok(0),
+            () = &mut quit => return Ok(0),
         }
-        // A failed read (a disconnect, say) shows in the frame; the next one tries again.
-        let text = match now(conn, args.clock_node.as_deref()).await {
-            Ok((now, clock)) => match inspect(conn.session(), &args.root, &options).await {
-                Ok(found) => frame(&found, now, clock, Some(args.interval)),
-                Err(e) => format!("zklock top {}: {e}\n", args.root),
-            },
-            Err(failure) => format!("zklock top {}: {}\n", args.root, failure.message),
+        let width = crate::term::width().unwrap_or(PLAIN_WIDTH);
+        let read = match now(conn, args.clock_node.as_deref()).await {
+            Ok((now, clock)) => inspect(conn.session(), &args.root, &options)
+                .await
+                .map(|found| frame(&found, now, clock, Some(args.interval), width))
+                .map_err(|_| ()),
+            Err(_) => Err(()),
         };
-        show(&format!("{CLEAR}{text}"))?;
+        let text = match read {
+            Ok(text) => {
+                last = Some((text.clone(), std::time::Instant::now(), SystemTime::now()));
+                text
+            }
+            Err(()) => outage(&args.root, conn, last.as_ref(), args.interval, width),
+        };
+        show(&if live { format!("{CLEAR}{text}") } else { format!("{text}\n") })?;
     }
+}
+
+/// What the view says while ZooKeeper does not answer: in words, with the time since the last
+/// frame read, then that frame (stale) for reference.
+fn outage(
+    root: &str,
+    conn: &Conn,
+    last: Option<&(String, std::time::Instant, SystemTime)>,
+    interval: Duration,
+    width: usize,
+) -> String {
+    let state = match conn.session().state() {
+        zk_recipes::ConnectionState::Lost => "the session expired; starting a new one",
+        _ => "not connected; reconnecting",
+    };
+    let every = humantime::format_duration(interval);
+    let mut out =
+        format!("zklock top {root}: ZooKeeper is unreachable ({state}), trying again every {every}\n");
+    match last {
+        Some((frame, at, wall)) => {
+            let since = humantime::format_duration(Duration::from_secs(at.elapsed().as_secs()));
+            let when = humantime::format_rfc3339_seconds(*wall);
+            out.push_str(&format!("no contact for {since} (last frame read at {when}); as it was then:\n\n"));
+            out.push_str(frame);
+        }
+        None => out.push_str("no frame read yet\n"),
+    }
+    out.lines().map(|l| fit(l, width)).collect::<Vec<_>>().join("\n") + "\n"
 }
 
 fn show(text: &str) -> Result<(), Failure> {
@@ -98,45 +150,75 @@ fn age(ms: i64) -> String {
     }
 }
 
-/// `text` cut to `width` characters, the cut marked with `…` (at the start for a path, whose
-/// end says most).
-fn fit(text: &str, width: usize, keep_end: bool) -> String {
+/// `text` cut to `width` characters, the cut marked with `…` (at the end).
+fn fit(text: &str, width: usize) -> String {
     let n = text.chars().count();
-    if n <= width {
+    if n <= width || width == 0 {
         return text.to_string();
     }
-    if keep_end {
-        format!("…{}", text.chars().skip(n - width + 1).collect::<String>())
-    } else {
-        format!("{}…", text.chars().take(width - 1).collect::<String>())
+    format!("{}…", text.chars().take(width - 1).collect::<String>())
+}
+
+/// A path cut to `width` characters in its middle, the cut marked with `…`: its start says
+/// where, its end which lock.
+fn elide(path: &str, width: usize) -> String {
+    let n = path.chars().count();
+    if n <= width || width < 3 {
+        return path.to_string();
+    }
+    let tail = (width - 1) * 3 / 5;
+    let head = width - 1 - tail;
+    let start: String = path.chars().take(head).collect();
+    let end: String = path.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
+/// A kind's name in one word, for the table.
+fn kind(q: &zk_recipes::inspect::QueueInfo) -> &'static str {
+    match q.kind {
+        zk_recipes::inspect::QueueKind::ReadWrite => "rw-lock",
+        _ => q.kind.name(),
     }
 }
 
-/// One frame: a header, a row per queue, and any deadlock.
-pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Duration>) -> String {
-    let mut out = String::new();
+/// At most this many waiters are listed under a queue's row.
+const WAITERS_SHOWN: usize = 5;
+
+/// One frame, laid out for `width` columns: a header, a row per queue with its waiters under
+/// it, and any deadlock.
+pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Duration>, width: usize) -> String {
+    let mut out = Vec::new();
     let when = humantime::format_rfc3339_seconds(SystemTime::now());
     let every = interval.map_or(String::new(), |i| format!(", every {}", humantime::format_duration(i)));
     let ages = match clock {
-        Clock::Server => "hold ages by the server's clock (--clock-node)",
-        Clock::Host => "hold ages by this host's clock against the server's creation times",
+        Clock::Server => "ages by the server's clock (--clock-node)",
+        Clock::Host => "ages by this host's clock",
     };
-    out.push_str(&format!("zklock top {} at {when}{every}; {ages}\n", found.root));
+    let quit = if interval.is_some() && crate::term::width().is_some() { "; q quits" } else { "" };
+    out.push(format!("zklock top {} at {when}{every}{quit}", found.root));
     let (held, waiting): (usize, usize) =
         found.queues.iter().fold((0, 0), |(h, w), q| (h + q.holders().count(), w + q.waiters()));
-    out.push_str(&format!(
-        "{} queues, {held} holding, {waiting} waiting; {} nodes read{}\n\n",
+    out.push(format!(
+        "{} queues, {held} holding, {waiting} waiting; {} nodes read{}; {ages}",
         found.queues.len(),
         found.nodes_read,
         if found.truncated { " (stopped at --max-nodes: more not shown)" } else { "" }
     ));
+    out.push(String::new());
+    // PATH KIND HOLDERS WAITERS HELD-FOR HOLDER: the fixed columns take 38, the path and the
+    // holder share the rest: the path up to its longest, within a bit more than half of it
+    // or all but 32 for the holder (whichever is more), and at least 12.
+    let longest = found.queues.iter().map(|q| q.path.chars().count()).max().unwrap_or(4);
+    let room = width.saturating_sub(38);
+    let path_w = longest.min((room * 11 / 20).max(room.saturating_sub(32))).max(12);
+    let holder_w = width.saturating_sub(path_w + 38).max(8);
     if !found.root_exists {
-        out.push_str(&format!("{} does not exist\n", found.root));
+        out.push(format!("{} does not exist", found.root));
     } else if found.queues.is_empty() {
-        out.push_str(&format!("no locks under {}\n", found.root));
+        out.push(format!("no locks under {}", found.root));
     } else {
-        out.push_str(&format!(
-            "{:<36} {:<15} {:>7} {:>7} {:>9}  {}\n",
+        out.push(format!(
+            "{:<path_w$} {:<9} {:>7} {:>7} {:>9}  {}",
             "PATH", "KIND", "HOLDERS", "WAITERS", "HELD FOR", "HOLDER (SESSION)"
         ));
     }
@@ -150,29 +232,54 @@ pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Durati
                 format!("{} ({}) and {} more", first.id, session(first.session), rest.len())
             }
         };
-        out.push_str(&format!(
-            "{:<36} {:<15} {:>7} {:>7} {:>9}  {}\n",
-            fit(&q.path, 36, true),
-            q.kind.name(),
+        out.push(format!(
+            "{:<path_w$} {:<9} {:>7} {:>7} {:>9}  {}",
+            elide(&q.path, path_w),
+            kind(q),
             holders.len(),
             q.waiters(),
             oldest.map_or("-".to_string(), |c| age(now - c)),
-            fit(&who, 44, false)
+            fit(&who, holder_w)
         ));
+        let waiters: Vec<_> = q.members.iter().filter(|m| !m.is_holder).collect();
+        for w in waiters.iter().take(WAITERS_SHOWN) {
+            let line = format!("  waiting {:>9}  {} ({})", age(now - w.ctime_ms), w.id, session(w.session));
+            out.push(fit(&line, width));
+        }
+        if waiters.len() > WAITERS_SHOWN {
+            out.push(format!("  and {} more waiting", waiters.len() - WAITERS_SHOWN));
+        }
     }
     for cycle in &found.cycles {
         let sessions: Vec<String> = cycle.all_sessions().into_iter().map(session).collect();
-        out.push_str(&format!(
-            "\nDEADLOCK: sessions {} wait for each other at {} (zklock deadlocks {})\n",
+        out.push(String::new());
+        out.push(format!(
+            "DEADLOCK: sessions {} wait for each other at {} (zklock deadlocks {})",
             sessions.join(", "),
             cycle.paths().join(", "),
             found.root
         ));
     }
     for s in &found.skipped {
-        out.push_str(&format!("\nnot read as a queue: {}: {}\n", s.path, s.reason));
+        out.push(String::new());
+        out.push(format!("not read as a queue: {}: {}", s.path, s.reason));
     }
-    out
+    // Long lines (a deadlock's sessions, a skipped path's reason) wrap onto whole lines.
+    let mut text = String::new();
+    for line in out {
+        text.push_str(&wrap(&line, width));
+        text.push('\n');
+    }
+    text
+}
+
+/// `line` broken into lines of at most `width` characters.
+fn wrap(line: &str, width: usize) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= width || width == 0 {
+        return line.to_string();
+    }
+    chars.chunks(width).map(|c| c.iter().collect::<String>()).collect::<Vec<_>>().join("\n")
 }
 
 #[cfg(test)]
@@ -185,8 +292,10 @@ mod tests {
         assert_eq!(age(-5), "0.0s");
         assert_eq!(age(125_000), "2m05s");
         assert_eq!(age(3_725_000), "1h02m");
-        assert_eq!(fit("/a/very/long/path", 8, true), "…ng/path");
-        assert_eq!(fit("holder-with-a-long-id", 8, false), "holder-…");
-        assert_eq!(fit("short", 8, true), "short");
+        assert_eq!(elide("/a/very/long/path", 11), "/a/v…g/path");
+        assert_eq!(elide("/a/very/long/path", 40), "/a/very/long/path");
+        assert_eq!(fit("holder-with-a-long-id", 8), "holder-…");
+        assert_eq!(fit("short", 8), "short");
+        assert_eq!(wrap("abcdefg", 3), "abc\ndef\ng");
     }
 }

@@ -118,6 +118,10 @@ async fn nested_runs_in_opposite_orders_are_a_deadlock_of_two_parties() {
         assert!(evidence.contains("was taken inside the hold of /n/"), "{evidence}");
     }
     assert!(text.contains("are one party:") && text.contains("inside the hold of"), "{text}");
+    // top shows it too.
+    let frame = zklock(&c).args(["top", "--once", "/n"]).output().unwrap();
+    let frame = String::from_utf8_lossy(&frame.stdout);
+    assert!(frame.contains("DEADLOCK: sessions") && frame.contains("/n/a"), "{frame}");
     // One party gives up (its outer zklock is stopped): no deadlock any more.
     drop(ba);
     eventually("ba's nodes gone", || queue_len(&c, "/n/b") <= 1 && queue_len(&c, "/n/a") <= 1).await;

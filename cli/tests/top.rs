@@ -127,3 +127,126 @@ async fn the_live_view_in_a_real_terminal_shows_the_queue_and_follows_it() {
     let alive = tmux.cmd().args(["list-panes", "-t", "top", "-F", "#{pane_dead}"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&alive.stdout).trim(), "0");
 }
+
+/// Starts `zklock top --interval 200ms ROOT` in a tmux window of `width` columns, which stays
+/// on its exit (to read its status).
+fn live_top(c: &str, root: &str, width: u16, name: &str) -> Tmux {
+    let has_tmux = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    assert!(has_tmux, "tmux is needed: scripts/ensure-build-deps installs it");
+    let tmux = Tmux(format!("zklock-top-{name}-{}", std::process::id()));
+    // tmux runs the command through a shell with its own environment: say everything. The
+    // pane stays when the command ends, to read its status; stderr goes to the terminal.
+    let command = format!("env -u RUST_LOG ZK_CONNECT={c} {ZKLOCK} top --interval 200ms {root}");
+    let width = width.to_string();
+    let started =
+        tmux.cmd().args(["new-session", "-d", "-s", "top", "-x", &width, "-y", "40", "sh"]).status().unwrap();
+    assert!(started.success());
+    assert!(tmux.cmd().args(["set-option", "-t", "top", "remain-on-exit", "on"]).status().unwrap().success());
+    let respawned = tmux.cmd().args(["respawn-pane", "-k", "-t", "top", &command]).status().unwrap();
+    assert!(respawned.success());
+    tmux
+}
+
+impl Tmux {
+    /// The screen with wrapped lines joined: a line longer than the window shows as one.
+    fn joined(&self) -> String {
+        let out = self.cmd().args(["capture-pane", "-p", "-J", "-t", "top"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn pane(&self, what: &str) -> String {
+        let out = self.cmd().args(["list-panes", "-t", "top", "-F", what]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+/// A path too long for 80 columns (not for 120), with a holder and two waiters, each a `zklock hold`.
+const LONG: &str = "/top/services/billing/eu-west-1/nightly-invoices";
+
+async fn long_queue(c: &str) -> Vec<Holding> {
+    let mut holds = Vec::new();
+    for (n, id) in ["long-holder", "long-waiter-1", "long-waiter-2"].iter().enumerate() {
+        let child = zklock(c)
+            .args(["hold", "--id", id, LONG])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        holds.push(Holding(child));
+        eventually("queued", || queue_len(c, LONG) == n + 1).await;
+    }
+    holds
+}
+
+/// Issue 51, item 4: at 80 and 120 columns no line is longer than the window (the long path
+/// elided in its middle), waiters are listed with their ids and wait ages, and `q` quits
+/// (exit 0). An outage shows in words, with the time since the last frame, and no log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_view_fits_80_and_120_columns_lists_waiters_and_q_quits() {
+    let mut zk = ZkCluster::standalone().await.unwrap();
+    let c = zk.connect_string();
+    let _holds = long_queue(&c).await;
+    for width in [80u16, 120] {
+        let tmux = live_top(&c, "/top", width, &width.to_string());
+        eventually("a frame with the waiters", || tmux.capture().contains("long-waiter-2")).await;
+        let screen = tmux.joined();
+        for line in screen.lines() {
+            assert!(line.chars().count() <= width as usize, "{width} columns: {line:?}\n{screen}");
+        }
+        let row = screen.lines().find(|l| l.contains("long-holder")).unwrap_or_else(|| panic!("{screen}"));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert!(cols[0].starts_with("/top/serv") && cols[0].ends_with("invoices"), "{row}");
+        assert_eq!(cols[1..4], ["lock", "1", "2"], "{screen}");
+        if width == 80 {
+            assert!(cols[0].contains('…'), "elided in the middle: {row}");
+        } else {
+            assert_eq!(cols[0], LONG, "{screen}");
+        }
+        let waiter = screen.lines().find(|l| l.contains("long-waiter-1")).unwrap();
+        assert!(
+            waiter.trim_start().starts_with("waiting") && waiter.contains("s  long-waiter-1 (0x"),
+            "{waiter}"
+        );
+        assert!(screen.contains("q quits"), "{screen}");
+        assert!(tmux.cmd().args(["send-keys", "-t", "top", "q"]).status().unwrap().success());
+        eventually("q ends the view", || tmux.pane("#{pane_dead}") == "1").await;
+        assert_eq!(tmux.pane("#{pane_dead_status}"), "0");
+    }
+
+    // An outage: operator words and the time since contact; no log line on the screen.
+    let tmux = live_top(&c, "/top", 80, "outage");
+    eventually("a frame", || tmux.capture().contains("long-holder")).await;
+    zk.stop(0).await.unwrap();
+    eventually("the outage in words", || tmux.capture().contains("ZooKeeper is unreachable")).await;
+    eventually("the time since contact", || tmux.capture().contains("no contact for")).await;
+    let screen = tmux.joined();
+    assert!(!screen.contains("WARN") && !screen.contains("Session::"), "{screen}");
+    for line in screen.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}\n{screen}");
+    }
+    assert!(tmux.cmd().args(["send-keys", "-t", "top", "q"]).status().unwrap().success());
+    eventually("q ends the view", || tmux.pane("#{pane_dead}") == "1").await;
+}
+
+/// Piped, the view writes plain frames: no screen control at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_frames_have_no_control_sequences() {
+    use std::io::BufRead;
+    let zk = ZkCluster::standalone().await.unwrap();
+    let c = zk.connect_string();
+    let _holds = queue_of_three(&c).await;
+    let mut top =
+        zklock(&c).args(["top", "--interval", "100ms", "/top"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(top.stdout.take().unwrap());
+    let (mut frames, mut text, mut line) = (0, String::new(), String::new());
+    while frames < 3 {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "top ended: {text}");
+        frames += usize::from(line.starts_with("zklock top /top at "));
+        text.push_str(&line);
+    }
+    let _ = top.kill();
+    let _ = top.wait();
+    assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+    assert!(text.contains("top-waiter-1") && !text.contains("q quits"), "{text}");
+}
