@@ -279,3 +279,56 @@ async fn a_deadlock_between_two_kazoo_processes_is_found() {
     ids.sort();
     assert_eq!(ids, ["kazoo-A", "kazoo-B"]);
 }
+
+/// Issue 51: `LockOptions::owner` makes several sessions one party. Job A holds l1 in one
+/// session and waits for l2 in another; job B the other way round. Without labels each session
+/// is a party alone and nobody both holds and waits: no cycle. With them, a cycle of two
+/// parties, each with both its sessions and the label as evidence; `participants()` reads the
+/// label back, and the id stays the id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_with_one_owner_label_are_one_party() {
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    let inspector = session(&connect).await;
+    for labelled in [false, true] {
+        let root = if labelled { "/dl/owner/on" } else { "/dl/owner/off" };
+        let sessions = [
+            session(&connect).await,
+            session(&connect).await,
+            session(&connect).await,
+            session(&connect).await,
+        ];
+        let mutex = |s: &Session, lock: &str, job: &str| {
+            let options = as_id(job);
+            let options = if labelled { options.owner(format!("job {job}")) } else { options };
+            InterProcessMutex::with_options(s, &format!("{root}/{lock}"), options).unwrap()
+        };
+        let _a = mutex(&sessions[0], "l1", "A").acquire().await.unwrap();
+        let _b = mutex(&sessions[2], "l2", "B").acquire().await.unwrap();
+        let (a_waits, b_waits) = (mutex(&sessions[1], "l2", "A"), mutex(&sessions[3], "l1", "B"));
+        let wait_a = tokio::spawn(async move { a_waits.acquire().await });
+        let wait_b = tokio::spawn(async move { b_waits.acquire().await });
+        queued(&admin, &format!("{root}/l1"), 2).await;
+        queued(&admin, &format!("{root}/l2"), 2).await;
+        let found = look(&inspector, root).await;
+        if !labelled {
+            assert!(found.cycles.is_empty(), "{found:#?}");
+        } else {
+            assert_eq!(found.cycles.len(), 1, "{found:#?}");
+            let mut all: Vec<i64> = sessions.iter().map(id).collect();
+            all.sort();
+            assert_eq!(found.stuck_sessions, all);
+            for step in &found.cycles[0].steps {
+                assert_eq!(step.party.len(), 2, "{step:?}");
+                assert!(step.evidence.iter().any(|e| e.contains("owner label \"job ")), "{step:?}");
+            }
+            let holder = &found.queues.iter().find(|q| q.path.ends_with("/l1")).unwrap().members[0];
+            assert_eq!((holder.id.as_str(), holder.party.owner.as_deref()), ("A", Some("job A")));
+            let read = mutex(&sessions[0], "l1", "A").participants().await.unwrap();
+            assert_eq!(read[0].party.owner.as_deref(), Some("job A"));
+        }
+        wait_a.abort();
+        wait_b.abort();
+    }
+}
