@@ -205,6 +205,33 @@ pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Durati
         if found.truncated { " (stopped at --max-nodes: more not shown)" } else { "" }
     ));
     out.push(String::new());
+    out.extend(table(found, now, width));
+    for cycle in &found.cycles {
+        let sessions: Vec<String> = cycle.all_sessions().into_iter().map(session).collect();
+        out.push(String::new());
+        out.push(format!(
+            "DEADLOCK: sessions {} wait for each other at {} (zklock deadlocks {})",
+            sessions.join(", "),
+            cycle.paths().join(", "),
+            found.root
+        ));
+    }
+    for s in &found.skipped {
+        out.push(String::new());
+        out.push(format!("not read as a queue: {}: {}", s.path, s.reason));
+    }
+    // Long lines (a deadlock's sessions, a skipped path's reason) wrap onto whole lines.
+    let mut text = String::new();
+    for line in out {
+        text.push_str(&wrap(&line, width));
+        text.push('\n');
+    }
+    text
+}
+
+/// The table of a frame: a row per queue, its waiters under it.
+fn table(found: &Inspection, now: i64, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
     // PATH KIND HOLDERS WAITERS HELD-FOR HOLDER: the fixed columns take 38, the path and the
     // holder share the rest: the path up to its longest, within a bit more than half of it
     // or all but 32 for the holder (whichever is more), and at least 12.
@@ -250,27 +277,7 @@ pub fn frame(found: &Inspection, now: i64, clock: Clock, interval: Option<Durati
             out.push(format!("  and {} more waiting", waiters.len() - WAITERS_SHOWN));
         }
     }
-    for cycle in &found.cycles {
-        let sessions: Vec<String> = cycle.all_sessions().into_iter().map(session).collect();
-        out.push(String::new());
-        out.push(format!(
-            "DEADLOCK: sessions {} wait for each other at {} (zklock deadlocks {})",
-            sessions.join(", "),
-            cycle.paths().join(", "),
-            found.root
-        ));
-    }
-    for s in &found.skipped {
-        out.push(String::new());
-        out.push(format!("not read as a queue: {}: {}", s.path, s.reason));
-    }
-    // Long lines (a deadlock's sessions, a skipped path's reason) wrap onto whole lines.
-    let mut text = String::new();
-    for line in out {
-        text.push_str(&wrap(&line, width));
-        text.push('\n');
-    }
-    text
+    out
 }
 
 /// `line` broken into lines of at most `width` characters.

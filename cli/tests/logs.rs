@@ -81,7 +81,8 @@ async fn log_format_json_is_json_all_the_way_and_json_outputs_one_line_each() {
     let json = |args: &[&str]| zklock(&c).args(["--log-format", "json"]).args(args).output().unwrap();
     // A holder, through the docs' coproc pattern with --json: the line read is the object.
     let script = "coproc LOCK { exec \"$Z\" hold --json /locks/j; }
-                  read -r held <&\"${LOCK[0]}\"; echo \"$held\"; read -r go; kill \"$LOCK_PID\"; wait \"$LOCK_PID\"";
+                  read -r held <&\"${LOCK[0]}\"; echo \"$held\"
+                  read -r go; kill \"$LOCK_PID\"; wait \"$LOCK_PID\"";
     let mut holder = std::process::Command::new("bash")
         .args(["-c", script])
         .env("ZK_CONNECT", &c)

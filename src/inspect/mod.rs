@@ -120,14 +120,8 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
         inspection.cycles = cycles.into_iter().filter(unchanged).collect();
         if !inspection.cycles.is_empty() {
             inspection.cycles_truncated = confirmed.truncated;
-            let mut sessions: Vec<i64> = confirmed
-                .stuck
-                .into_iter()
-                .filter(|s| stuck.contains(s))
-                .flat_map(|p| parties.sessions(p))
-                .collect();
-            sessions.sort_unstable();
-            inspection.stuck_sessions = sessions;
+            inspection.stuck_sessions =
+                parties.all(confirmed.stuck.into_iter().filter(|s| stuck.contains(s)));
         }
     }
     tracing::debug!(

@@ -37,6 +37,13 @@ impl Parties {
         all
     }
 
+    /// Every session of `parties`, sorted.
+    pub fn all(&self, parties: impl Iterator<Item = i64>) -> Vec<i64> {
+        let mut all: Vec<i64> = parties.flat_map(|p| self.sessions(p)).collect();
+        all.sort_unstable();
+        all
+    }
+
     /// What joined the sessions of `party`.
     pub fn evidence(&self, party: i64) -> Vec<String> {
         self.evidence.get(&party).cloned().unwrap_or_default()
