@@ -123,11 +123,18 @@ pub(crate) fn split_data(data: &[u8]) -> (String, Vec<u8>) {
 }
 
 /// What a participant `id` that proclaimed `value` stores in its node (see [`split_data`]).
+/// A value whose last line would read as a party line gets an empty one after it, so that it
+/// reads back whole.
 pub(crate) fn join_data(id: &str, value: &[u8]) -> Vec<u8> {
     let mut data = Vec::with_capacity(id.len() + 1 + value.len());
     data.extend_from_slice(id.as_bytes());
     data.push(b'\n');
     data.extend_from_slice(value);
+    let last = value.iter().rposition(|b| *b == b'\n').map_or(value, |at| &value[at + 1..]);
+    if std::str::from_utf8(last).ok().and_then(Party::parse).is_some() {
+        data.push(b'\n');
+        data.extend_from_slice(TAG.as_bytes());
+    }
     data
 }
 
@@ -172,6 +179,10 @@ mod tests {
         assert_eq!(read_data(&proclaimed), ("me".to_string(), b"v\nw".to_vec(), party));
         // No party: the id alone, as before.
         assert_eq!(party_data("me", &Party::default()), b"me");
+        // A proclaimed value that looks like a party line reads back whole.
+        for value in [&b"zk-recipes.party owner=x"[..], b"v\nzk-recipes.party", b"zk-recipes.party\n"] {
+            assert_eq!(split_data(&join_data("me", value)), ("me".to_string(), value.to_vec()), "{value:?}");
+        }
     }
 
     #[test]
