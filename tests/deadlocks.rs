@@ -332,3 +332,35 @@ async fn sessions_with_one_owner_label_are_one_party() {
         wait_b.abort();
     }
 }
+
+/// Issue 51: a node with a party line stays readable by kazoo: `Lock.contenders()` decodes
+/// our node's data as text whose first line is our id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kazoo_reads_a_node_with_a_party_line() {
+    const SCRIPT: &str = r#"
+import sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1], timeout=20)
+zk.start(timeout=30)
+for data in zk.Lock(sys.argv[2]).contenders():
+    print("CONTENDER " + repr(data), flush=True)
+zk.stop()
+"#;
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let ours = session(&connect).await;
+    let options = as_id("ours").format(NodeFormat::Kazoo).owner("nightly job");
+    let mutex = InterProcessMutex::with_options(&ours, "/dl/kazoo-read", options).unwrap();
+    let _held = mutex.acquire().await.unwrap();
+    let out = Command::new("/usr/bin/python3")
+        .args(["-c", SCRIPT, &connect, "/dl/kazoo-read"])
+        .output()
+        .expect("python3 with kazoo (scripts/ensure-peers installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+    let contenders: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("CONTENDER ")).collect();
+    assert_eq!(contenders, ["'ours\\nzk-recipes.party owner=nightly%20job'"], "{text}");
+    // And we read it back as id, and party.
+    let read = mutex.participants().await.unwrap();
+    assert_eq!((read[0].id.as_str(), read[0].party.owner.as_deref()), ("ours", Some("nightly job")));
+}
