@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+use super::sasl::SaslConfig;
 #[cfg(feature = "tls")]
 use super::tls::TlsConfig;
 use crate::error::{classify, ConnectFailure, Error, Probe, Result};
@@ -22,6 +24,8 @@ pub struct ConnectOptions {
     pub(crate) beat_period: f64,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    sasl: Option<SaslConfig>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -37,6 +41,8 @@ impl std::fmt::Debug for ConnectOptions {
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        out.field("sasl", &self.sasl);
         out.finish()
     }
 }
@@ -58,7 +64,29 @@ impl ConnectOptions {
             beat_period: DEFAULT_BEAT_PERIOD,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            sasl: None,
         }
+    }
+
+    /// Authenticates every connection with SASL ([`SaslConfig`]: DIGEST-MD5 or GSSAPI), the
+    /// first, each reconnection and each new session after an expiry, before any request. A
+    /// session whose authentication the servers refuse is never handed out: connecting fails
+    /// with [`Error::AuthFailed`], within the connect wait. Works over TLS too.
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))))]
+    pub fn sasl(mut self, sasl: SaslConfig) -> ConnectOptions {
+        self.sasl = Some(sasl);
+        self
+    }
+
+    /// The SASL mechanism configured, or `none`.
+    fn mechanism(&self) -> &'static str {
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        if let Some(sasl) = &self.sasl {
+            return sasl.mechanism();
+        }
+        "none"
     }
 
     /// Connects over TLS with this trust (and identity): every server of the connect string is
@@ -189,6 +217,10 @@ pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Resu
     let deadline = tokio::time::Instant::now() + wait;
     let (servers, chroot) = split_chroot(connect);
     let client = open(servers, options, connect, deadline, wait).await?;
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &options.sasl {
+        check_sasl_identity(&client, sasl, connect, deadline, wait).await?;
+    }
     let Some(chroot) = chroot else { return Ok(client) };
     let check = async {
         match client.check_stat(chroot).await {
@@ -288,6 +320,11 @@ async fn open(
     for (scheme, credentials) in &options.auth {
         connector = connector.with_auth(scheme, credentials);
     }
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &options.sasl {
+        preflight(sasl, servers, shown, attempts_end, wait).await?;
+        connector = connector.with_sasl(sasl.client_options());
+    }
     #[cfg(feature = "tls")]
     let secure = match &options.tls {
         Some(tls) => {
@@ -332,6 +369,17 @@ async fn open(
                     source: source.into(),
                 })
             }
+            // Terminal for the client crate (it tries no other server): the servers refused the
+            // SASL exchange, or require SASL from a session without it.
+            Ok(Err(ZkError::AuthFailed)) => {
+                let mechanism = options.mechanism();
+                let reason = if mechanism == "none" {
+                    "the servers require SASL authentication and none is configured".to_string()
+                } else {
+                    format!("the servers refused the {mechanism} credentials")
+                };
+                return Err(Error::AuthFailed { connect: shown.to_string(), mechanism, reason });
+            }
             Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < attempts_end => {
                 tokio::time::sleep_until(attempts_end.min(tokio::time::Instant::now() + RETRY_PAUSE)).await;
             }
@@ -351,6 +399,62 @@ async fn open(
         waited: started.elapsed(),
         source: last.into(),
     })
+}
+
+/// Runs [`SaslConfig::preflight`] on the blocking pool, within the attempts' part of the wait.
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+async fn preflight(
+    sasl: &SaslConfig,
+    servers: &str,
+    shown: &str,
+    attempts_end: tokio::time::Instant,
+    wait: Duration,
+) -> Result<()> {
+    let hosts: Vec<String> = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
+    let (check, connect) = (sasl.clone(), shown.to_string());
+    let task = tokio::task::spawn_blocking(move || check.preflight(&connect, &hosts));
+    let failed = |reason: String| Error::AuthFailed {
+        connect: shown.to_string(),
+        mechanism: sasl.mechanism(),
+        reason,
+    };
+    match tokio::time::timeout_at(attempts_end, task).await {
+        Ok(Ok(checked)) => checked,
+        Ok(Err(panicked)) => Err(failed(format!("the credential check failed: {panicked}"))),
+        Err(_) => Err(failed(format!("no answer from the KDC within the connect wait ({wait:?})"))),
+    }
+}
+
+/// Refuses a session the server did not authenticate with SASL although SASL was configured: a
+/// server without SASL answers the client's exchange and carries on unauthenticated (seen on
+/// 3.8.0), and the client crate takes that as done. Asks `whoami` (3.7+) for the session's
+/// identities; a server that does not know the request (3.6) is trusted.
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+async fn check_sasl_identity(
+    client: &Client,
+    sasl: &SaslConfig,
+    shown: &str,
+    deadline: tokio::time::Instant,
+    wait: Duration,
+) -> Result<()> {
+    let failed = |reason: String| Error::AuthFailed {
+        connect: shown.to_string(),
+        mechanism: sasl.mechanism(),
+        reason,
+    };
+    match tokio::time::timeout_at(deadline, client.list_auth_users()).await {
+        Ok(Ok(users)) if users.iter().any(|user| user.scheme() == "sasl") => Ok(()),
+        Ok(Ok(users)) => {
+            let schemes: Vec<&str> = users.iter().map(|user| user.scheme()).collect();
+            Err(failed(format!(
+                "the server did not authenticate the session with SASL (it knows it only as {schemes:?}): \
+                 is SASL configured on the server (a JAAS `Server` section, authProvider.sasl)?"
+            )))
+        }
+        Ok(Err(ZkError::Unimplemented)) => Ok(()),
+        Ok(Err(e)) => Err(failed(format!("asking the server for the session's identity (whoami): {e}"))),
+        Err(_) => Err(failed(format!("no answer to whoami within the connect wait ({wait:?})"))),
+    }
 }
 
 /// The pause before asking the client crate again after its own deadline passed.
