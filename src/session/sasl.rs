@@ -96,6 +96,7 @@ impl SaslConfig {
     #[cfg(feature = "sasl-gssapi")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl-gssapi")))]
     #[must_use]
+    #[allow(irrefutable_let_patterns)] // with only `sasl-gssapi`, GSSAPI is the only mechanism
     pub fn service_name(mut self, name: impl Into<String>) -> SaslConfig {
         if let Mechanism::Gssapi { service, .. } = &mut self.mechanism {
             *service = name.into();
@@ -109,6 +110,7 @@ impl SaslConfig {
     #[cfg(feature = "sasl-gssapi")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl-gssapi")))]
     #[must_use]
+    #[allow(irrefutable_let_patterns)] // with only `sasl-gssapi`, GSSAPI is the only mechanism
     pub fn service_host(mut self, name: impl Into<String>) -> SaslConfig {
         if let Mechanism::Gssapi { host, .. } = &mut self.mechanism {
             *host = Some(name.into());
@@ -123,6 +125,7 @@ impl SaslConfig {
     #[cfg(feature = "sasl-gssapi")]
     #[cfg_attr(docsrs, doc(cfg(feature = "sasl-gssapi")))]
     #[must_use]
+    #[allow(irrefutable_let_patterns)] // with only `sasl-gssapi`, GSSAPI is the only mechanism
     pub fn principal(mut self, name: impl Into<String>) -> SaslConfig {
         if let Mechanism::Gssapi { principal, .. } = &mut self.mechanism {
             *principal = Some(name.into());
@@ -185,7 +188,11 @@ impl SaslConfig {
                 Err(Error::AuthFailed {
                     connect: connect.to_string(),
                     mechanism: "GSSAPI",
-                    reason: format!("no Kerberos service ticket ({})", failures.join("; ")),
+                    reason: format!(
+                        "no Kerberos service ticket ({}){}",
+                        failures.join("; "),
+                        kerberos::env()
+                    ),
                 })
             }
         }
@@ -198,6 +205,20 @@ mod kerberos {
     use libgssapi::credential::{Cred, CredUsage};
     use libgssapi::name::Name;
     use libgssapi::oid::{OidSet, GSS_MECH_KRB5, GSS_NT_HOSTBASED_SERVICE, GSS_NT_KRB5_PRINCIPAL};
+
+    /// Where MIT Kerberos looks for credentials, as this process's environment says (paths and
+    /// names only), for error messages.
+    pub(super) fn env() -> String {
+        let shown: Vec<String> = ["KRB5CCNAME", "KRB5_CLIENT_KTNAME", "KRB5_CONFIG"]
+            .iter()
+            .filter_map(|key| std::env::var(key).ok().map(|value| format!("{key}={value}")))
+            .collect();
+        if shown.is_empty() {
+            " (no KRB5CCNAME, KRB5_CLIENT_KTNAME or KRB5_CONFIG set: Kerberos' defaults)".to_string()
+        } else {
+            format!(" ({})", shown.join(", "))
+        }
+    }
 
     /// Acquires the initiator's credentials (as `principal` when given) and runs the first step
     /// of a context to `service@host`: the KDC is asked for a service ticket, as the SASL

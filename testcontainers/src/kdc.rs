@@ -120,6 +120,16 @@ impl Kdc {
         make_principal(&self.path, name)
     }
 
+    /// Deletes the principal `name` from the KDC's database; its keytab stays (a keytab of a
+    /// principal the KDC no longer knows, for tests of refusals).
+    ///
+    /// # Errors
+    /// [`HarnessError::Io`] when `kadmin.local` fails.
+    pub fn delete_principal(&self, name: &str) -> Result<(), HarnessError> {
+        let kadmin = tool("kadmin.local")?;
+        run(Command::new(&kadmin).args(["-r", REALM, "-q", &format!("delprinc -force {name}")]), &self.path)
+    }
+
     /// A [`SaslMode::Kerberos`] for servers reached at `host` (as clients write it in their
     /// connect strings): the principal `zookeeper/<host>@REALM` is made, with its keytab.
     ///
