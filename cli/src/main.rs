@@ -18,6 +18,7 @@ mod once;
 mod ops;
 mod progress;
 mod run;
+mod sasl;
 mod status;
 mod top;
 mod usage;
@@ -34,6 +35,8 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     logging::init(cli.log_format.unwrap_or_default());
+    // Before the runtime's threads start: the Kerberos environment is process-wide.
+    cli.sasl.prepare_env();
     match &cli.command {
         Command::Completions(args) => {
             clap_complete::generate(args.shell, &mut help::command(), "zklock", &mut std::io::stdout());
