@@ -178,3 +178,33 @@ fn the_sasl_password_never_reaches_debug_output() {
         assert!(!shown.contains("hunter2"), "{shown}");
     }
 }
+
+/// SASL over TLS: DIGEST-MD5 on the secure port, the password then encrypted on the wire.
+#[cfg(feature = "tls")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn digest_md5_over_tls_on_the_secure_port() {
+    common::init_tracing();
+    let users = vec![(ALICE.0.to_string(), ALICE.1.to_string())];
+    let config = ClusterConfig {
+        sasl: SaslMode::DigestMd5 { users },
+        tls: zk_testcluster::TlsMode::ServerAuth,
+        ..ClusterConfig::default()
+    };
+    let zk = ZkCluster::start(config).await.expect("start a TLS and SASL ZooKeeper");
+    let tls = zk_recipes::TlsConfig::from_ca_file(&zk.tls_files().unwrap().ca).unwrap();
+    let secure = zk.secure_connect_string().unwrap();
+    let options = options(ALICE.0, ALICE.1, Duration::from_secs(10)).tls(tls.clone());
+    let session = within("connect", Session::connect_with(&secure, &options)).await.expect("TLS + SASL");
+    let mutex =
+        InterProcessMutex::with_options(&session, "/sasl/tls", LockOptions::new().acls(Acls::creator_all()))
+            .unwrap();
+    let held = within("acquire", mutex.acquire()).await.expect("acquire");
+    assert_eq!(acl_ids(&session, held.node_path()).await, ["sasl:alice"]);
+    held.release().await.unwrap();
+    // TLS alone is not enough for a server that requires SASL.
+    let plain_tls = ConnectOptions::new(Duration::from_secs(4)).tls(tls);
+    match within("refusal", Session::connect_with(&secure, &plain_tls)).await {
+        Err(Error::AuthFailed { mechanism, .. }) => assert_eq!(mechanism, "none"),
+        other => panic!("expected AuthFailed, got {:?}", other.map(|_| "a session")),
+    }
+}
