@@ -134,11 +134,48 @@ async fn kerberos_sessions_lock_lead_heal_and_bad_credentials_are_refused_typed(
     healing.close().await;
     session.close().await;
 
+    // With a credential cache alone (a `kinit` by hand, no client keytab), nothing renews the
+    // ticket: after it expired, a session that expires does not heal (each new handshake is
+    // refused) until the cache holds a valid ticket again.
+    let cache = alice.with_extension("ccache");
+    std::env::set_var("KRB5_CLIENT_KTNAME", "/nonexistent/no-client-keytab");
+    std::env::set_var("KRB5CCNAME", format!("FILE:{}", cache.display()));
+    kinit(&kdc, &alice);
+    let cached =
+        within("connect", Session::connect_with(&proxy.connect_string(), &gssapi(Duration::from_secs(2))))
+            .await
+            .unwrap();
+    let before = cached.generation();
+    tokio::time::sleep(TICKET_LIFE + Duration::from_secs(2)).await;
+    proxy.blackhole();
+    common::wait_session_state(&cached, ConnectionState::Lost).await;
+    proxy.heal();
+    // Several of the session's attempts (50 ms backoff, doubling) fit in this; none may succeed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = *cached.states().borrow();
+    assert!(!(now.generation > before && now.state.is_connected()), "healed on an expired ticket: {now:?}");
+    kinit(&kdc, &alice);
+    common::wait_new_generation(&cached, before).await;
+    cached.close().await;
+
     // No KDC: a new session can't get a ticket (fresh cache), typed.
     kdc.stop();
     kerberos_env_after_stop("alice-4");
     let reason = refused(&c, gssapi(short)).await;
     assert!(reason.contains("ticket") || reason.contains("KDC"), "{reason}");
+}
+
+/// `kinit -k -t keytab alice` into the cache `KRB5CCNAME` names (another process: a file cache).
+fn kinit(kdc: &Kdc, keytab: &Path) {
+    let status = std::process::Command::new("kinit")
+        .arg("-k")
+        .arg("-t")
+        .arg(keytab)
+        .arg("alice")
+        .env("KRB5_CONFIG", kdc.krb5_conf())
+        .status()
+        .expect("kinit runs");
+    assert!(status.success(), "kinit: {status}");
 }
 
 /// A fresh, empty credential cache, the rest of the environment kept.
