@@ -67,7 +67,7 @@ async fn kerberos_sessions_lock_lead_heal_and_bad_credentials_are_refused_typed(
     let mine = LockOptions::new().acls(Acls::creator_all());
     let mutex = InterProcessMutex::with_options(&session, "/krb/lock", mine).unwrap();
     let held = within("acquire", mutex.acquire()).await.expect("acquire");
-    assert_eq!(acl_ids(&session, held.node_path()).await, [alice_id.clone()]);
+    assert_eq!(acl_ids(&session, held.node_path()).await, std::slice::from_ref(&alice_id));
     let latch =
         LeaderLatch::with_options(&session, "/krb/leader", LatchOptions::new().acls(Acls::creator_all()))
             .unwrap();

@@ -28,7 +28,7 @@ pub enum SaslMode {
         users: Vec<(String, String)>,
     },
     /// Kerberos (GSSAPI) with a service principal and its keytab from a KDC (see
-    /// [`Kdc::service`]). The server knows a client by its principal, `sasl:<name>@<REALM>`.
+    /// [`Kdc::zookeeper_service`]). The server knows a client by its principal, `sasl:<name>@<REALM>`.
     Kerberos {
         /// The servers' principal, e.g. `zookeeper/127.0.0.1@ZK-RECIPES.TEST`.
         principal: String,
@@ -39,12 +39,12 @@ pub enum SaslMode {
     },
 }
 
+/// `key=value` pairs.
+type Pairs = Vec<(String, String)>;
+
 /// The `zoo.cfg` lines and Java system properties that turn `mode` on, with the JAAS file
 /// written into `dir`.
-pub(crate) fn settings(
-    mode: &SaslMode,
-    dir: &Path,
-) -> Result<(Vec<(String, String)>, Vec<(String, String)>), HarnessError> {
+pub(crate) fn settings(mode: &SaslMode, dir: &Path) -> Result<(Pairs, Pairs), HarnessError> {
     let mut properties = Vec::new();
     let section = match mode {
         SaslMode::Off => return Ok((Vec::new(), Vec::new())),
