@@ -120,20 +120,63 @@ async fn unauthenticated_clients_and_wrong_credentials_are_refused_typed() {
     }
 }
 
-/// A server without SASL (no JAAS `Server` section) given a SASL client: refused, typed, not a
-/// session that goes on unauthenticated.
+/// A server without SASL (no JAAS `Server` section) given a SASL client: it answers the exchange
+/// and would carry the session on unauthenticated. From 3.7 the session asks `whoami` and is
+/// refused, typed; a 3.6 server has no `whoami`, and there the session connects without a SASL
+/// identity (the limit docs/security.md states).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_sasl_refuses_a_sasl_client_typed() {
     let zk = common::standalone().await;
+    let srvr = zk.four_letter(0, "srvr").await.expect("srvr");
+    let has_whoami = !srvr.contains("version: 3.6.");
     let options = options(ALICE.0, ALICE.1, Duration::from_secs(4));
     match within("connect", Session::connect_with(&zk.connect_string(), &options)).await {
-        Err(Error::AuthFailed { mechanism, .. }) => assert_eq!(mechanism, "DIGEST-MD5"),
-        Err(other) => panic!("expected AuthFailed, got {other:?}"),
+        Err(Error::AuthFailed { mechanism, reason, .. }) if has_whoami => {
+            assert_eq!(mechanism, "DIGEST-MD5");
+            assert!(reason.contains("did not authenticate"), "{reason}");
+        }
+        Ok(session) if !has_whoami => {
+            assert_eq!(raw(&session).list_auth_users().await, Err(ZkError::Unimplemented), "{srvr}");
+        }
+        Err(other) => panic!("expected AuthFailed, got {other:?} ({srvr})"),
         Ok(session) => panic!(
             "a SASL session connected to a server without SASL: {:?}",
-            raw(&session).list_children("/").await
+            raw(&session).list_auth_users().await
         ),
     }
+}
+
+/// A connection lost and re-established within the session authenticates again: the session
+/// keeps its SASL identity on the new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnection_authenticates_again() {
+    let zk = sasl_cluster().await;
+    let proxy = zk.proxy().unwrap();
+    let options = options(ALICE.0, ALICE.1, Duration::from_secs(10));
+    let session =
+        within("connect", Session::connect_with(&proxy.connect_string(), &options)).await.expect("connect");
+    let before = (session.generation(), raw(&session).session_id());
+    let mut events = session.events();
+    proxy.reset();
+    within("the reconnection", async {
+        loop {
+            let event = events.recv().await.expect("events");
+            if event.state == ConnectionState::Reconnected {
+                return;
+            }
+        }
+    })
+    .await;
+    assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
+    let users = raw(&session).list_auth_users().await.expect("whoami");
+    assert!(users.iter().any(|u| u.scheme() == "sasl" && u.user() == "alice"), "{users:?}");
+    let mutex =
+        InterProcessMutex::with_options(&session, "/sasl/again", LockOptions::new().acls(Acls::creator_all()))
+            .unwrap();
+    let held = within("acquire", mutex.acquire()).await.expect("acquire");
+    assert_eq!(acl_ids(&session, held.node_path()).await, ["sasl:alice"]);
+    held.release().await.unwrap();
+    session.close().await;
 }
 
 /// Issue 48, item 3: an expired session is re-created with the same SASL credentials; the nodes
