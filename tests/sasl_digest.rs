@@ -170,9 +170,12 @@ async fn a_reconnection_authenticates_again() {
     assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
     let users = raw(&session).list_auth_users().await.expect("whoami");
     assert!(users.iter().any(|u| u.scheme() == "sasl" && u.user() == "alice"), "{users:?}");
-    let mutex =
-        InterProcessMutex::with_options(&session, "/sasl/again", LockOptions::new().acls(Acls::creator_all()))
-            .unwrap();
+    let mutex = InterProcessMutex::with_options(
+        &session,
+        "/sasl/again",
+        LockOptions::new().acls(Acls::creator_all()),
+    )
+    .unwrap();
     let held = within("acquire", mutex.acquire()).await.expect("acquire");
     assert_eq!(acl_ids(&session, held.node_path()).await, ["sasl:alice"]);
     held.release().await.unwrap();

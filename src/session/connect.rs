@@ -80,13 +80,16 @@ impl ConnectOptions {
         self
     }
 
-    /// The SASL mechanism configured, or `none`.
-    fn mechanism(&self) -> &'static str {
+    /// The error for servers that refused this session's authentication at `shown`.
+    fn refused(&self, shown: &str) -> Error {
         #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
         if let Some(sasl) = &self.sasl {
-            return sasl.mechanism();
+            let mechanism = sasl.mechanism();
+            let reason = format!("the servers refused the {mechanism} credentials");
+            return Error::AuthFailed { connect: shown.to_string(), mechanism, reason };
         }
-        "none"
+        let reason = "the servers require SASL authentication and none is configured".to_string();
+        Error::AuthFailed { connect: shown.to_string(), mechanism: "none", reason }
     }
 
     /// Connects over TLS with this trust (and identity): every server of the connect string is
@@ -219,7 +222,7 @@ pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Resu
     let client = open(servers, options, connect, deadline, wait).await?;
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &options.sasl {
-        check_sasl_identity(&client, sasl, connect, deadline, wait).await?;
+        super::sasl::check_identity(&client, sasl, connect, deadline, wait).await?;
     }
     let Some(chroot) = chroot else { return Ok(client) };
     let check = async {
@@ -322,8 +325,9 @@ async fn open(
     }
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &options.sasl {
-        preflight(sasl, servers, shown, attempts_end, wait).await?;
-        connector = connector.with_sasl(sasl.client_options());
+        let hosts = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
+        connector =
+            super::sasl::preflight(sasl, hosts, shown, attempts_end, wait).await?.with_sasl(connector);
     }
     #[cfg(feature = "tls")]
     let secure = match &options.tls {
@@ -371,15 +375,7 @@ async fn open(
             }
             // Terminal for the client crate (it tries no other server): the servers refused the
             // SASL exchange, or require SASL from a session without it.
-            Ok(Err(ZkError::AuthFailed)) => {
-                let mechanism = options.mechanism();
-                let reason = if mechanism == "none" {
-                    "the servers require SASL authentication and none is configured".to_string()
-                } else {
-                    format!("the servers refused the {mechanism} credentials")
-                };
-                return Err(Error::AuthFailed { connect: shown.to_string(), mechanism, reason });
-            }
+            Ok(Err(ZkError::AuthFailed)) => return Err(options.refused(shown)),
             Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < attempts_end => {
                 tokio::time::sleep_until(attempts_end.min(tokio::time::Instant::now() + RETRY_PAUSE)).await;
             }
@@ -399,62 +395,6 @@ async fn open(
         waited: started.elapsed(),
         source: last.into(),
     })
-}
-
-/// Runs [`SaslConfig::preflight`] on the blocking pool, within the attempts' part of the wait.
-#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-async fn preflight(
-    sasl: &SaslConfig,
-    servers: &str,
-    shown: &str,
-    attempts_end: tokio::time::Instant,
-    wait: Duration,
-) -> Result<()> {
-    let hosts: Vec<String> = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
-    let (check, connect) = (sasl.clone(), shown.to_string());
-    let task = tokio::task::spawn_blocking(move || check.preflight(&connect, &hosts));
-    let failed = |reason: String| Error::AuthFailed {
-        connect: shown.to_string(),
-        mechanism: sasl.mechanism(),
-        reason,
-    };
-    match tokio::time::timeout_at(attempts_end, task).await {
-        Ok(Ok(checked)) => checked,
-        Ok(Err(panicked)) => Err(failed(format!("the credential check failed: {panicked}"))),
-        Err(_) => Err(failed(format!("no answer from the KDC within the connect wait ({wait:?})"))),
-    }
-}
-
-/// Refuses a session the server did not authenticate with SASL although SASL was configured: a
-/// server without SASL answers the client's exchange and carries on unauthenticated (seen on
-/// 3.8.0), and the client crate takes that as done. Asks `whoami` (3.7+) for the session's
-/// identities; a server that does not know the request (3.6) is trusted.
-#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-async fn check_sasl_identity(
-    client: &Client,
-    sasl: &SaslConfig,
-    shown: &str,
-    deadline: tokio::time::Instant,
-    wait: Duration,
-) -> Result<()> {
-    let failed = |reason: String| Error::AuthFailed {
-        connect: shown.to_string(),
-        mechanism: sasl.mechanism(),
-        reason,
-    };
-    match tokio::time::timeout_at(deadline, client.list_auth_users()).await {
-        Ok(Ok(users)) if users.iter().any(|user| user.scheme() == "sasl") => Ok(()),
-        Ok(Ok(users)) => {
-            let schemes: Vec<&str> = users.iter().map(|user| user.scheme()).collect();
-            Err(failed(format!(
-                "the server did not authenticate the session with SASL (it knows it only as {schemes:?}): \
-                 is SASL configured on the server (a JAAS `Server` section, authProvider.sasl)?"
-            )))
-        }
-        Ok(Err(ZkError::Unimplemented)) => Ok(()),
-        Ok(Err(e)) => Err(failed(format!("asking the server for the session's identity (whoami): {e}"))),
-        Err(_) => Err(failed(format!("no answer to whoami within the connect wait ({wait:?})"))),
-    }
 }
 
 /// The pause before asking the client crate again after its own deadline passed.

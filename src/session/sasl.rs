@@ -13,12 +13,11 @@
 //! an [`crate::Error::AuthFailed`] at once, naming the mechanism and what Kerberos said.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
-use zookeeper_client::SaslOptions;
+use zookeeper_client::{Client, Error as ZkError, SaslOptions};
 
-#[cfg(feature = "sasl-gssapi")]
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The mechanism and identity a session authenticates with.
 ///
@@ -143,8 +142,13 @@ impl SaslConfig {
         }
     }
 
+    /// `connector` authenticating with this configuration.
+    pub(crate) fn with_sasl(&self, connector: zookeeper_client::Connector) -> zookeeper_client::Connector {
+        connector.with_sasl(self.client_options())
+    }
+
     /// The client crate's options for this configuration.
-    pub(crate) fn client_options(&self) -> SaslOptions {
+    fn client_options(&self) -> SaslOptions {
         match &self.mechanism {
             #[cfg(feature = "sasl-digest-md5")]
             Mechanism::DigestMd5 { user, password } => {
@@ -196,6 +200,60 @@ impl SaslConfig {
                 })
             }
         }
+    }
+}
+
+/// Runs [`SaslConfig::preflight`] on the blocking pool, within the attempts' part of the wait;
+/// returns `sasl` to configure the connector with.
+pub(crate) async fn preflight<'a>(
+    sasl: &'a SaslConfig,
+    hosts: Vec<String>,
+    shown: &str,
+    attempts_end: tokio::time::Instant,
+    wait: Duration,
+) -> Result<&'a SaslConfig> {
+    let (check, connect) = (sasl.clone(), shown.to_string());
+    let task = tokio::task::spawn_blocking(move || check.preflight(&connect, &hosts));
+    let failed = |reason: String| Error::AuthFailed {
+        connect: shown.to_string(),
+        mechanism: sasl.mechanism(),
+        reason,
+    };
+    match tokio::time::timeout_at(attempts_end, task).await {
+        Ok(Ok(checked)) => checked.map(|()| sasl),
+        Ok(Err(panicked)) => Err(failed(format!("the credential check failed: {panicked}"))),
+        Err(_) => Err(failed(format!("no answer from the KDC within the connect wait ({wait:?})"))),
+    }
+}
+
+/// Refuses a session the server did not authenticate with SASL although SASL was configured: a
+/// server without SASL answers the client's exchange and carries on unauthenticated (seen on
+/// 3.8.0), and the client crate takes that as done. Asks `whoami` (3.7+) for the session's
+/// identities; a server that does not know the request (3.6) is trusted.
+pub(crate) async fn check_identity(
+    client: &Client,
+    sasl: &SaslConfig,
+    shown: &str,
+    deadline: tokio::time::Instant,
+    wait: Duration,
+) -> Result<()> {
+    let failed = |reason: String| Error::AuthFailed {
+        connect: shown.to_string(),
+        mechanism: sasl.mechanism(),
+        reason,
+    };
+    match tokio::time::timeout_at(deadline, client.list_auth_users()).await {
+        Ok(Ok(users)) if users.iter().any(|user| user.scheme() == "sasl") => Ok(()),
+        Ok(Ok(users)) => {
+            let schemes: Vec<&str> = users.iter().map(|user| user.scheme()).collect();
+            Err(failed(format!(
+                "the server did not authenticate the session with SASL (it knows it only as {schemes:?}): \
+                 is SASL configured on the server (a JAAS `Server` section, authProvider.sasl)?"
+            )))
+        }
+        Ok(Err(ZkError::Unimplemented)) => Ok(()),
+        Ok(Err(e)) => Err(failed(format!("asking the server for the session's identity (whoami): {e}"))),
+        Err(_) => Err(failed(format!("no answer to whoami within the connect wait ({wait:?})"))),
     }
 }
 
