@@ -77,8 +77,8 @@
 //!
 //! # Feature flags
 //!
-//! `tls`, off by default, is the only feature flag (on docs.rs, the list below is generated
-//! from the comments of `Cargo.toml`'s `[features]`).
+//! `tls`, `sasl-digest-md5` and `sasl-gssapi`, all off by default (on docs.rs, the list below
+//! is generated from the comments of `Cargo.toml`'s `[features]`).
 #![cfg_attr(feature = "document-features", doc = document_features::document_features!())]
 // docs.rs marks the items of an optional feature ("Available on crate feature tls only").
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -127,6 +127,9 @@ pub use recipes::{
 };
 pub use revocation::request_revocation;
 pub use session::ConnectOptions;
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))))]
+pub use session::SaslConfig;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use session::TlsConfig;

@@ -55,6 +55,8 @@ pub struct Cli {
     /// Mutual TLS: the private key (PEM) of --tls-cert.
     #[arg(long, env = "ZK_TLS_KEY", global = true, value_name = "PEM")]
     pub tls_key: Option<PathBuf>,
+    #[command(flatten)]
+    pub sasl: crate::sasl::SaslArgs,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -1,4 +1,4 @@
-//! Connecting as the global flags say: the connect string, the session timeout and TLS.
+//! Connecting as the global flags say: the connect string, the session timeout, TLS and SASL.
 
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ impl Cli {
             connect: self.connect.as_deref(),
             session_timeout: self.session_timeout,
             tls: tls(self)?,
+            sasl: self.sasl.config()?,
             auth: self.auth.as_deref(),
         };
         let shown = target.connect.unwrap_or_default().to_string();

@@ -167,11 +167,23 @@ pub const COMMAND_ENV: &[(&str, &str)] = &[
 ];
 
 /// Variables zklock reads that are not a flag's.
-pub const OTHER_ENV: &[(&str, &str)] = &[(
-    "RUST_LOG",
-    "which log events go to stderr, as tracing-subscriber's EnvFilter reads it (default: warn); \
-     e.g. RUST_LOG=debug or RUST_LOG=zk_recipes=info. See --log-format",
-)];
+pub const OTHER_ENV: &[(&str, &str)] = &[
+    (
+        "RUST_LOG",
+        "which log events go to stderr, as tracing-subscriber's EnvFilter reads it (default: warn); \
+         e.g. RUST_LOG=debug or RUST_LOG=zk_recipes=info. See --log-format",
+    ),
+    (
+        "ZK_SASL_PASSWORD",
+        "the DIGEST-MD5 password for --sasl digest:USER (unless --sasl-password-file is given); \
+         there is no flag for it, so that it never shows on a command line",
+    ),
+    (
+        "KRB5CCNAME, KRB5_CLIENT_KTNAME, KRB5_CONFIG",
+        "MIT Kerberos' credential cache, client keytab and configuration, for --sasl gssapi \
+         (--keytab sets the first two for this zklock)",
+    ),
+];
 
 pub const SAFETY: &str = "\
 The command runs in its own process group and sees ZKLOCK_FENCING_TOKEN (strictly increasing

@@ -19,6 +19,7 @@ mod ops;
 mod party;
 mod progress;
 mod run;
+mod sasl;
 mod say;
 mod status;
 mod term;
@@ -37,6 +38,8 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     logging::init(cli.log_format.unwrap_or_default());
+    // Before the runtime's threads start: the Kerberos environment is process-wide.
+    cli.sasl.prepare_env();
     match &cli.command {
         Command::Completions(args) => {
             clap_complete::generate(args.shell, &mut help::command(), "zklock", &mut std::io::stdout());

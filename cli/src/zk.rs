@@ -20,6 +20,7 @@ pub struct Target<'a> {
     pub connect: Option<&'a str>,
     pub session_timeout: Option<Duration>,
     pub tls: Option<TlsConfig>,
+    pub sasl: Option<zk_recipes::SaslConfig>,
     /// Digest credentials, `user:password`.
     pub auth: Option<&'a str>,
 }
@@ -52,6 +53,9 @@ pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     }
     if let Some(credentials) = target.auth {
         options = options.auth("digest", credentials.as_bytes());
+    }
+    if let Some(sasl) = target.sasl {
+        options = options.sasl(sasl);
     }
     Ok(Conn { session: Session::connect_with(connect, &options).await? })
 }

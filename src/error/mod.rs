@@ -132,6 +132,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// The servers refused this session's authentication at connect: SASL credentials they do
+    /// not accept (a wrong password, an unknown user or principal), Kerberos credentials that
+    /// could not be had (no ticket or keytab, an unknown service principal, no KDC answering),
+    /// or servers that require SASL (`enforce.auth.enabled`, `sessionRequireClientSASLAuth`)
+    /// from a session configured without it. No session was started.
+    #[error("authentication refused at {connect} ({mechanism}): {reason}")]
+    AuthFailed {
+        /// The connect string.
+        connect: String,
+        /// The SASL mechanism (`DIGEST-MD5`, `GSSAPI`), or `none` when no SASL was configured.
+        mechanism: &'static str,
+        /// What failed (never a password).
+        reason: String,
+    },
+
     /// The connect string's chroot does not exist (connect with
     /// [`crate::ConnectOptions::create_chroot`] to create it).
     #[error("the chroot {chroot} does not exist on the server")]

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+use super::sasl::SaslConfig;
 #[cfg(feature = "tls")]
 use super::tls::TlsConfig;
 use crate::error::{classify, ConnectFailure, Error, Probe, Result};
@@ -22,6 +24,8 @@ pub struct ConnectOptions {
     pub(crate) beat_period: f64,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    sasl: Option<SaslConfig>,
 }
 
 impl std::fmt::Debug for ConnectOptions {
@@ -37,6 +41,8 @@ impl std::fmt::Debug for ConnectOptions {
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        out.field("sasl", &self.sasl);
         out.finish()
     }
 }
@@ -58,7 +64,32 @@ impl ConnectOptions {
             beat_period: DEFAULT_BEAT_PERIOD,
             #[cfg(feature = "tls")]
             tls: None,
+            #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+            sasl: None,
         }
+    }
+
+    /// Authenticates every connection with SASL ([`SaslConfig`]: DIGEST-MD5 or GSSAPI), the
+    /// first, each reconnection and each new session after an expiry, before any request. A
+    /// session whose authentication the servers refuse is never handed out: connecting fails
+    /// with [`Error::AuthFailed`], within the connect wait. Works over TLS too.
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))))]
+    pub fn sasl(mut self, sasl: SaslConfig) -> ConnectOptions {
+        self.sasl = Some(sasl);
+        self
+    }
+
+    /// The error for servers that refused this session's authentication at `shown`.
+    fn refused(&self, shown: &str) -> Error {
+        #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+        if let Some(sasl) = &self.sasl {
+            let mechanism = sasl.mechanism();
+            let reason = format!("the servers refused the {mechanism} credentials");
+            return Error::AuthFailed { connect: shown.to_string(), mechanism, reason };
+        }
+        let reason = "the servers require SASL authentication and none is configured".to_string();
+        Error::AuthFailed { connect: shown.to_string(), mechanism: "none", reason }
     }
 
     /// Connects over TLS with this trust (and identity): every server of the connect string is
@@ -189,6 +220,10 @@ pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Resu
     let deadline = tokio::time::Instant::now() + wait;
     let (servers, chroot) = split_chroot(connect);
     let client = open(servers, options, connect, deadline, wait).await?;
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &options.sasl {
+        super::sasl::check_identity(&client, sasl, connect, deadline, wait).await?;
+    }
     let Some(chroot) = chroot else { return Ok(client) };
     let check = async {
         match client.check_stat(chroot).await {
@@ -288,6 +323,12 @@ async fn open(
     for (scheme, credentials) in &options.auth {
         connector = connector.with_auth(scheme, credentials);
     }
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &options.sasl {
+        let hosts = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
+        connector =
+            super::sasl::preflight(sasl, hosts, shown, attempts_end, wait).await?.with_sasl(connector);
+    }
     #[cfg(feature = "tls")]
     let secure = match &options.tls {
         Some(tls) => {
@@ -332,6 +373,9 @@ async fn open(
                     source: source.into(),
                 })
             }
+            // Terminal for the client crate (it tries no other server): the servers refused the
+            // SASL exchange, or require SASL from a session without it.
+            Ok(Err(ZkError::AuthFailed)) => return Err(options.refused(shown)),
             Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < attempts_end => {
                 tokio::time::sleep_until(attempts_end.min(tokio::time::Instant::now() + RETRY_PAUSE)).await;
             }

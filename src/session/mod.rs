@@ -14,6 +14,8 @@ mod listeners;
 mod nodelay;
 mod parked;
 mod proof;
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+mod sasl;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]
@@ -30,6 +32,8 @@ use self::connect::open_client;
 pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
 pub(crate) use self::listeners::{Listener, Registration};
+#[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+pub use self::sasl::SaslConfig;
 pub(crate) use self::shared::{Conn, Shared};
 #[cfg(feature = "tls")]
 pub use self::tls::TlsConfig;

@@ -17,8 +17,9 @@ mod faults;
 mod grey;
 mod links;
 mod mntr;
+mod sasl;
 
-pub use config::{ClusterConfig, TlsMode};
+pub use config::{ClusterConfig, SaslMode, TlsMode};
 use links::{links, Link};
 pub use mntr::Mntr;
 
@@ -151,6 +152,9 @@ impl ZkCluster {
         if config.tls != TlsMode::Off {
             return Err(HarnessError::Unsupported("TLS", "docker"));
         }
+        if config.sasl != SaslMode::Off {
+            return Err(HarnessError::Unsupported("SASL", "docker"));
+        }
         if config.partitionable && config.nodes > 1 {
             return Err(HarnessError::Unsupported("partitionable", "docker"));
         }
@@ -189,12 +193,15 @@ impl ZkCluster {
         Ok(cluster)
     }
 
-    fn prepare(config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
+    fn prepare(mut config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
         let n = config.nodes.max(1);
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
             .tempdir()
             .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
+        let (cfg, properties) = sasl::settings(&config.sasl, dir.path())?;
+        config.extra.splice(0..0, cfg);
+        config.jvm_properties.extend(properties);
         let per_node = if config.tls == TlsMode::Off { 3 } else { 4 };
         let ports = free_ports(per_node * n)?;
         let nodes = (0..n)

@@ -22,6 +22,10 @@
 //!   server with its clock fast or slow; the same environment fakes any child process's clock.
 //! * CPU pinning ([`ClusterConfig::cpus`]): every server process, each of its threads, on the
 //!   CPUs asked for (benchmarks keep the servers off the clients' cores).
+//! * SASL ([`ClusterConfig::sasl`], [`SaslMode`]): servers with a JAAS `Server` section for
+//!   DIGEST-MD5 users or a Kerberos service principal, refusing clients that do not
+//!   authenticate; [`Kdc`] is a throwaway MIT Kerberos realm and KDC (Debian's `krb5-kdc`,
+//!   `scripts/ensure-kerberos` installs it) whose principals and keytabs the harness makes.
 //! * Teardown kills every server by PID, also while a test panics; see [`ZkCluster`].
 //! * The user's own resources, for fencing tests: [`PostgresServer`] (a throwaway PostgreSQL
 //!   cluster made by `initdb`, trust auth, user `postgres`; run as the `postgres` user when we are
@@ -41,6 +45,7 @@ mod docker;
 mod error;
 mod faketime;
 mod fourlw;
+mod kdc;
 mod local;
 mod ports;
 mod postgres;
@@ -50,10 +55,11 @@ mod resource;
 mod spawner;
 
 pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
-pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
+pub use cluster::{ClusterConfig, Mntr, SaslMode, TlsMode, ZkCluster};
 pub use error::HarnessError;
 pub use faketime::FakeClock;
 pub use fourlw::{four_letter_at, Mode};
+pub use kdc::{Kdc, KdcConfig, REALM as KERBEROS_REALM};
 pub use postgres::{PostgresConfig, PostgresServer};
 pub use proxy::FaultProxy;
 pub use redis::{RedisConfig, RedisServer};

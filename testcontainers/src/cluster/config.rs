@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+pub use super::sasl::SaslMode;
+
 #[cfg(doc)]
 use crate::{certs::TlsFiles, HarnessError, ZkCluster};
 
@@ -34,6 +36,9 @@ pub struct ClusterConfig {
     pub jvm_properties: Vec<(String, String)>,
     /// A TLS secure client port beside the plaintext one (local backend only).
     pub tls: TlsMode,
+    /// SASL authentication (DIGEST-MD5 or Kerberos), required of every client (local backend
+    /// only).
+    pub sasl: SaslMode,
     /// Route the traffic between servers through fault proxies, so that
     /// [`ZkCluster::partition`] can cut one server off from the others. Off by default: every
     /// message between servers then crosses a proxy, which adds latency. Local backend only: the
@@ -88,6 +93,7 @@ impl Default for ClusterConfig {
             extra: Vec::new(),
             jvm_properties: Vec::new(),
             tls: TlsMode::Off,
+            sasl: SaslMode::Off,
             partitionable: false,
             disk_stall: false,
             log_disk_mb: None,
