@@ -10,9 +10,13 @@ use zk_recipes::{ConnectionState, Error, ServerFeatures};
 use zk_testcluster::{ClusterConfig, ZkCluster, ZkVersion};
 
 /// What ZOOKEEPER-4026 says a server of `version` answers: a multi's create returns its `Stat`
-/// from 3.8.2 on (3.9.0 included).
+/// from 3.7.2 on the 3.7 line, 3.8.2 on the 3.8 line, and every 3.9.
 fn stat_expected(version: ZkVersion) -> bool {
-    version >= ZkVersion::new(3, 8, 2)
+    let (_, minor, patch) = version.parts();
+    match minor {
+        7 | 8 => patch >= 2,
+        m => m > 8,
+    }
 }
 
 async fn features_of(version: ZkVersion) -> ServerFeatures {
