@@ -92,3 +92,22 @@ async fn a_bad_parent_is_refused_and_a_missing_one_fails_without_a_trace() {
     assert_eq!(session.known_server_features(), None);
     assert_eq!(children(&client(&zk.connect_string()).await, "/").await, ["zookeeper"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_on_a_server_without_multi_read_is_a_typed_error_not_a_hang() {
+    let zk = common::standalone().await;
+    let version = zk.server_version(0).await.expect("srvr");
+    let session = session(&zk.connect_string()).await;
+    let mutex = zk_recipes::InterProcessMutex::new(&session, "/features/listed").expect("mutex");
+    let guard = within("acquire", mutex.acquire()).await.expect("acquire");
+    let listed = within("participants", mutex.participants()).await;
+    // A multi read needs 3.6.0: a 3.5 server answers Unimplemented (the CI matrix's 3.5.9 row).
+    if version < ZkVersion::new(3, 6, 0) {
+        let err = listed.expect_err("3.5 has no multi read");
+        assert!(matches!(err, Error::ServerTooOld { op: "multi-read", .. }), "{err:?}");
+        assert!(err.to_string().contains("3.6.0"), "{err}");
+    } else {
+        assert_eq!(listed.expect("participants").len(), 1, "ZooKeeper {version}");
+    }
+    guard.release().await.expect("release");
+}
