@@ -10,8 +10,10 @@ use crate::args::LogFormat;
 /// The library's own note on a session timeout the server bounded: zklock says it in its own
 /// words (`note: the server set the session timeout to ...`), so under the default filter the
 /// library's warning would say it twice. Its other warnings there (Nagle's algorithm) are for
-/// a library user's logs. Set RUST_LOG to see them.
-const QUIET_BY_DEFAULT: &str = "zk_recipes::session::shared=error";
+/// a library user's logs. The client crate's warning on each failed connection attempt (a
+/// 3.9 server refusing a TLS client without a certificate sends an alert, logged once per try):
+/// zklock says why it could not connect, in one line. Set RUST_LOG to see them.
+const QUIET_BY_DEFAULT: [&str; 2] = ["zk_recipes::session::shared=error", "zookeeper_client::session=error"];
 
 /// The filter: RUST_LOG when set (an invalid directive is skipped, as EnvFilter does), else
 /// warnings and errors.
@@ -21,7 +23,7 @@ fn filter() -> EnvFilter {
         Ok(value) if !value.trim().is_empty() => builder.parse_lossy(value),
         _ => {
             let mut filter = builder.parse_lossy("");
-            if let Ok(quiet) = QUIET_BY_DEFAULT.parse::<Directive>() {
+            for quiet in QUIET_BY_DEFAULT.iter().filter_map(|d| d.parse::<Directive>().ok()) {
                 filter = filter.add_directive(quiet);
             }
             filter
