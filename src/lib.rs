@@ -130,6 +130,7 @@ pub use session::ConnectOptions;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))))]
 pub use session::SaslConfig;
+pub use session::ServerFeatures;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use session::TlsConfig;

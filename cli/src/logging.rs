@@ -11,8 +11,8 @@ use crate::args::LogFormat;
 /// words (`note: the server set the session timeout to ...`), so under the default filter the
 /// library's warning would say it twice. Its other warnings there (Nagle's algorithm) are for
 /// a library user's logs. The client crate's warnings on a connection it could not set up
-/// (authentication refused, say) repeat the error zklock reports in one line. Set RUST_LOG to
-/// see them.
+/// (authentication refused; a 3.9 server refusing a TLS client without a certificate, logged
+/// once per try) repeat the error zklock reports in one line. Set RUST_LOG to see them.
 const QUIET_BY_DEFAULT: [&str; 2] = ["zk_recipes::session::shared=error", "zookeeper_client::session=error"];
 
 /// The filter: RUST_LOG when set (an invalid directive is skipped, as EnvFilter does), else

@@ -12,6 +12,7 @@ use zookeeper_client::Client;
 use super::connect::{server_addresses, ConnectOptions};
 use super::deletes::{DeleteFuture, Deletes, Drive};
 use super::driver::{Driver, Job};
+use super::features::FeatureCache;
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
 use super::nodelay;
@@ -280,6 +281,8 @@ pub(crate) struct Conn {
     shared: Weak<Shared>,
     /// This generation's plain deletes, batched while others are in flight.
     deletes: Arc<Deletes>,
+    /// What the server of the current connection can do, once probed (see `features.rs`).
+    pub features: Arc<FeatureCache>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -305,7 +308,7 @@ impl Conn {
             _ => false,
         });
         let deletes = Arc::new(Deletes::new(client.clone(), drive));
-        Conn { client, generation, shared: weak_shared, deletes }
+        Conn { client, generation, shared: weak_shared, deletes, features: Arc::default() }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {

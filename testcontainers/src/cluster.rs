@@ -1,6 +1,5 @@
 //! [`ZkCluster`]: a standalone server or an ensemble on free loopback ports.
 
-use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -10,7 +9,7 @@ use crate::certs::TlsFiles;
 use crate::fourlw::{self, Mode};
 use crate::local::{self, LocalInstall};
 use crate::ports::free_ports;
-use crate::{FaultProxy, HarnessError};
+use crate::{FaultProxy, HarnessError, ZkVersion};
 
 mod config;
 mod faults;
@@ -18,6 +17,8 @@ mod grey;
 mod links;
 mod mntr;
 mod sasl;
+mod versions;
+mod zoo_cfg;
 
 pub use config::{ClusterConfig, SaslMode, TlsMode};
 use links::{links, Link};
@@ -36,6 +37,10 @@ struct Node {
     child: Option<Child>,
     /// Extra environment for this node's next starts (see [`ZkCluster::restart_with_env`]).
     env: Vec<(String, String)>,
+    /// The version this node runs ([`ClusterConfig::node_versions`], [`ZkCluster::restart_as`]).
+    version: ZkVersion,
+    /// Its jars (`None` on the Docker backend).
+    install: Option<LocalInstall>,
 }
 
 impl Node {
@@ -64,7 +69,6 @@ impl Node {
 /// dropping thread is panicking, or `ZK_TEST_KEEP_LOGS=always` to keep it in every case.
 pub struct ZkCluster {
     config: ClusterConfig,
-    install: Option<LocalInstall>,
     dir: Option<tempfile::TempDir>,
     nodes: Vec<Node>,
     tls: Option<TlsFiles>,
@@ -124,13 +128,17 @@ impl ZkCluster {
     /// cannot run the requested shape.
     pub async fn start(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
         let choice = backend_choice()?;
-        let install = match (choice, LocalInstall::find()) {
-            ("docker", _) | ("auto", Err(_)) => return Self::start_docker(config).await,
+        // A bad ZK_VERSION fails every start, also one whose config names its version itself.
+        ZkVersion::from_env()?;
+        let installs = match (choice, versions::installs(&config)) {
+            ("docker", _) | ("auto", Err(HarnessError::NoBackend(_))) => {
+                return Self::start_docker(config).await
+            }
             (_, found) => found?,
         };
         let mut last_err = None;
         for attempt in 1..=START_ATTEMPTS {
-            let mut cluster = ZkCluster::prepare(config.clone(), install.clone())?;
+            let mut cluster = ZkCluster::prepare(config.clone(), &installs)?;
             match cluster.launch_all().await {
                 Ok(()) => return Ok(cluster),
                 Err(e) => {
@@ -177,10 +185,11 @@ impl ZkCluster {
             dir: dir.path().join("node1"),
             child: None,
             env: Vec::new(),
+            version: config.version,
+            install: None,
         }];
         let mut cluster = ZkCluster {
             config,
-            install: None,
             dir: Some(dir),
             nodes,
             tls: None,
@@ -193,7 +202,10 @@ impl ZkCluster {
         Ok(cluster)
     }
 
-    fn prepare(mut config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
+    fn prepare(
+        mut config: ClusterConfig,
+        installs: &[(ZkVersion, LocalInstall)],
+    ) -> Result<ZkCluster, HarnessError> {
         let n = config.nodes.max(1);
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -213,6 +225,8 @@ impl ZkCluster {
                 dir: dir.path().join(format!("node{}", i + 1)),
                 child: None,
                 env: Vec::new(),
+                version: installs[i].0,
+                install: Some(installs[i].1.clone()),
             })
             .collect::<Vec<_>>();
         let tls = match config.tls {
@@ -223,7 +237,6 @@ impl ZkCluster {
         let grey = grey::Grey::prepare(&config, &nodes, dir.path())?;
         let cluster = ZkCluster {
             config,
-            install: Some(install),
             dir: Some(dir),
             nodes,
             tls,
@@ -245,64 +258,6 @@ impl ZkCluster {
         Ok(cluster)
     }
 
-    fn zoo_cfg(&self, i: usize) -> String {
-        let c = &self.config;
-        let node = &self.nodes[i];
-        let tick = c.tick_time.as_millis().max(1);
-        let mut cfg = String::new();
-        let _ = writeln!(cfg, "tickTime={tick}");
-        let _ = writeln!(cfg, "dataDir={}", node.dir.join("data").display());
-        if c.log_disk_mb.is_some() {
-            let _ = writeln!(cfg, "dataLogDir={}", grey::log_dir(node).display());
-        }
-        let _ = writeln!(cfg, "clientPort={}", node.client_port);
-        let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
-        let _ = writeln!(cfg, "maxClientCnxns={}", c.max_client_cnxns);
-        let _ = writeln!(cfg, "minSessionTimeout={}", 2 * tick);
-        let _ = writeln!(cfg, "maxSessionTimeout={}", c.max_session_timeout.as_millis().max(2 * tick));
-        let _ = writeln!(cfg, "forceSync={}", if c.force_sync { "yes" } else { "no" });
-        let _ = writeln!(cfg, "admin.enableServer=false");
-        let _ = writeln!(cfg, "4lw.commands.whitelist=*");
-        let _ = writeln!(cfg, "preAllocSize=4096");
-        let _ = writeln!(cfg, "autopurge.purgeInterval=0");
-        if let (Some(port), Some(tls)) = (node.secure_port, &self.tls) {
-            // TLS needs Netty (the default NIO factory has no TLS); PEM stores need no passwords.
-            let _ = writeln!(cfg, "secureClientPort={port}");
-            let _ = writeln!(cfg, "secureClientPortAddress=127.0.0.1");
-            let _ = writeln!(cfg, "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory");
-            let _ = writeln!(cfg, "ssl.keyStore.location={}", tls.server_store.display());
-            let _ = writeln!(cfg, "ssl.keyStore.type=PEM");
-            let _ = writeln!(cfg, "ssl.trustStore.location={}", tls.ca.display());
-            let _ = writeln!(cfg, "ssl.trustStore.type=PEM");
-            let need = if c.tls == TlsMode::Mutual { "need" } else { "none" };
-            let _ = writeln!(cfg, "ssl.clientAuth={need}");
-            let _ = writeln!(
-                cfg,
-                "authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider"
-            );
-        }
-        if self.nodes.len() > 1 {
-            // Generous limits in ticks: a loaded 2-core machine must not drop followers.
-            let _ = writeln!(cfg, "initLimit=50");
-            let _ = writeln!(cfg, "syncLimit=10");
-            let _ = writeln!(cfg, "standaloneEnabled=false");
-            let _ = writeln!(cfg, "reconfigEnabled=false");
-            for (j, peer) in self.nodes.iter().enumerate() {
-                // A server binds its own line's ports; with links, it reaches each peer through
-                // the proxy of that ordered pair.
-                let (quorum, election) = match self.link(i, j) {
-                    Some(link) => (link.proxy.addrs()[0].port(), link.proxy.addrs()[1].port()),
-                    None => (peer.quorum_port, peer.election_port),
-                };
-                let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
-            }
-        }
-        for (k, v) in &c.extra {
-            let _ = writeln!(cfg, "{k}={v}");
-        }
-        cfg
-    }
-
     async fn launch_all(&mut self) -> Result<(), HarnessError> {
         for i in 0..self.nodes.len() {
             self.spawn(i)?;
@@ -310,12 +265,15 @@ impl ZkCluster {
         for i in 0..self.nodes.len() {
             self.wait_ready(i).await?;
         }
+        for i in 0..self.nodes.len() {
+            self.check_version(i).await?;
+        }
         Ok(())
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let node = &self.nodes[i];
-        let install = self.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
+        let install = node.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
         let child = install.spawn(
             &node.cfg_path(),
             &node.log_path(),
@@ -347,7 +305,7 @@ impl ZkCluster {
             let node = &mut self.nodes[i];
             let exited = match node.child.as_mut() {
                 Some(child) => child.try_wait().map_err(HarnessError::io("polling a server"))?.is_some(),
-                None => self.install.is_some(),
+                None => node.install.is_some(),
             };
             if exited || started.elapsed() > self.config.ready_timeout {
                 return Err(HarnessError::NotReady {
@@ -499,7 +457,8 @@ impl ZkCluster {
     ///
     /// # Errors
     /// As [`ZkCluster::stop`], and [`HarnessError::NotReady`] (with the log's tail) when the
-    /// second start fails too.
+    /// second start fails too; [`HarnessError::WrongVersion`] when it reports another version
+    /// than its own.
     pub async fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
         self.stop(i).await?;
         self.spawn(i)?;
@@ -508,10 +467,11 @@ impl ZkCluster {
                 eprintln!("zk-testcluster: node {i} exited while restarting; starting it once more. {first}");
                 self.stop(i).await?;
                 self.spawn(i)?;
-                self.wait_ready(i).await
+                self.wait_ready(i).await?;
             }
-            other => other,
+            other => other?,
         }
+        self.check_version(i).await
     }
 
     /// Whether node `i`'s process is alive (local backend; the Docker backend says yes).
