@@ -16,6 +16,7 @@ mod config;
 mod faults;
 mod grey;
 mod links;
+mod members;
 mod mntr;
 
 pub use config::{ClusterConfig, TlsMode};
@@ -27,6 +28,12 @@ pub use mntr::Mntr;
 const START_ATTEMPTS: usize = 3;
 
 struct Node {
+    /// The loopback address the client ports bind (127.0.0.1 unless moved: see
+    /// [`ZkCluster::move_client_address`]).
+    host: Ipv4Addr,
+    /// Whether the node is in the ensemble's configuration: written in the `server.N` lines of
+    /// the configs the harness writes (see [`ZkCluster::add_member`]).
+    member: bool,
     client_port: u16,
     secure_port: Option<u16>,
     quorum_port: u16,
@@ -47,11 +54,11 @@ impl Node {
     }
 
     fn client_addr(&self) -> SocketAddr {
-        (Ipv4Addr::LOCALHOST, self.client_port).into()
+        (self.host, self.client_port).into()
     }
 
     fn secure_addr(&self) -> Option<SocketAddr> {
-        self.secure_port.map(|port| (Ipv4Addr::LOCALHOST, port).into())
+        self.secure_port.map(|port| (self.host, port).into())
     }
 }
 
@@ -166,6 +173,8 @@ impl ZkCluster {
             .tempdir()
             .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
         let nodes = vec![Node {
+            host: Ipv4Addr::LOCALHOST,
+            member: true,
             client_port: node.port,
             secure_port: None,
             quorum_port: 0,
@@ -199,6 +208,8 @@ impl ZkCluster {
         let ports = free_ports(per_node * n)?;
         let nodes = (0..n)
             .map(|i| Node {
+                host: Ipv4Addr::LOCALHOST,
+                member: true,
                 client_port: ports[per_node * i],
                 quorum_port: ports[per_node * i + 1],
                 election_port: ports[per_node * i + 2],
@@ -249,7 +260,7 @@ impl ZkCluster {
             let _ = writeln!(cfg, "dataLogDir={}", grey::log_dir(node).display());
         }
         let _ = writeln!(cfg, "clientPort={}", node.client_port);
-        let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
+        let _ = writeln!(cfg, "clientPortAddress={}", node.host);
         let _ = writeln!(cfg, "maxClientCnxns={}", c.max_client_cnxns);
         let _ = writeln!(cfg, "minSessionTimeout={}", 2 * tick);
         let _ = writeln!(cfg, "maxSessionTimeout={}", c.max_session_timeout.as_millis().max(2 * tick));
@@ -261,7 +272,7 @@ impl ZkCluster {
         if let (Some(port), Some(tls)) = (node.secure_port, &self.tls) {
             // TLS needs Netty (the default NIO factory has no TLS); PEM stores need no passwords.
             let _ = writeln!(cfg, "secureClientPort={port}");
-            let _ = writeln!(cfg, "secureClientPortAddress=127.0.0.1");
+            let _ = writeln!(cfg, "secureClientPortAddress={}", node.host);
             let _ = writeln!(cfg, "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory");
             let _ = writeln!(cfg, "ssl.keyStore.location={}", tls.server_store.display());
             let _ = writeln!(cfg, "ssl.keyStore.type=PEM");
@@ -279,15 +290,26 @@ impl ZkCluster {
             let _ = writeln!(cfg, "initLimit=50");
             let _ = writeln!(cfg, "syncLimit=10");
             let _ = writeln!(cfg, "standaloneEnabled=false");
-            let _ = writeln!(cfg, "reconfigEnabled=false");
-            for (j, peer) in self.nodes.iter().enumerate() {
+            let _ = writeln!(cfg, "reconfigEnabled={}", c.reconfig);
+            if c.reconfig {
+                // `reconfig` is for a super user; the test cluster lets anyone.
+                let _ = writeln!(cfg, "skipACL=yes");
+            }
+            for (j, peer) in self.nodes.iter().enumerate().filter(|(j, n)| n.member || *j == i) {
                 // A server binds its own line's ports; with links, it reaches each peer through
                 // the proxy of that ordered pair.
                 let (quorum, election) = match self.link(i, j) {
                     Some(link) => (link.proxy.addrs()[0].port(), link.proxy.addrs()[1].port()),
                     None => (peer.quorum_port, peer.election_port),
                 };
-                let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
+                let _ = write!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
+                match c.reconfig {
+                    // The client address goes in the dynamic configuration, for clients that
+                    // follow it (`/zookeeper/config`).
+                    true => writeln!(cfg, ":participant;{}:{}", peer.host, peer.client_port),
+                    false => writeln!(cfg),
+                }
+                .expect("writing to a String");
             }
         }
         for (k, v) in &c.extra {

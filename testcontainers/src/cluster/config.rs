@@ -55,6 +55,10 @@ pub struct ClusterConfig {
     /// does not have, fail the start. Local backend only: the Docker backend returns
     /// [`HarnessError::Unsupported`] when asked for it.
     pub cpus: Option<Vec<usize>>,
+    /// Dynamic reconfiguration (`reconfigEnabled=true`, with `skipACL=yes` so that any client
+    /// may send `reconfig`; each `server.N` line carries its client address): for
+    /// [`ZkCluster::add_member`] and `Client::update_ensemble`. Ensembles only.
+    pub reconfig: bool,
 }
 
 /// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
@@ -92,6 +96,7 @@ impl Default for ClusterConfig {
             disk_stall: false,
             log_disk_mb: None,
             cpus: None,
+            reconfig: false,
         }
     }
 }
