@@ -160,15 +160,19 @@ async fn carry(
     loop {
         tokio::select! {
             _ = &mut copy => return,
-            changed = servers.changed() => {
-                if changed.is_err() {
+            changed = servers.changed() => match changed {
+                // The session is closing: the client's last requests (its `closeSession`) still
+                // go through, until it closes its side.
+                Err(_) => {
+                    let _ = copy.await;
                     return;
                 }
-                if !servers.borrow_and_update().contains(&server) {
+                Ok(()) if !servers.borrow_and_update().contains(&server) => {
                     tracing::info!(%server, "the server left the ensemble's configuration: moving off it");
                     return;
                 }
-            }
+                Ok(()) => {}
+            },
         }
     }
 }
