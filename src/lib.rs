@@ -126,6 +126,7 @@ pub use recipes::{
 };
 pub use revocation::request_revocation;
 pub use session::ConnectOptions;
+pub use session::ServerFeatures;
 pub use session::Session;
 #[cfg(feature = "tls")]
 pub use session::TlsConfig;

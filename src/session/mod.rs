@@ -9,6 +9,7 @@
 mod connect;
 mod deletes;
 mod driver;
+mod features;
 mod guess;
 mod listeners;
 mod nodelay;
@@ -30,6 +31,7 @@ use zookeeper_client::Client;
 use self::connect::open_client;
 pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
+pub use self::features::ServerFeatures;
 pub(crate) use self::listeners::{Listener, Registration};
 pub(crate) use self::shared::{Conn, Shared};
 #[cfg(feature = "tls")]

@@ -12,6 +12,7 @@ use zookeeper_client::Client;
 use super::connect::{server_addresses, ConnectOptions};
 use super::deletes::{DeleteFuture, Deletes, Drive};
 use super::driver::{Driver, Job};
+use super::features::FeatureCache;
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
 use super::nodelay;
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     listeners: Arc<Mutex<Listeners>>,
     /// What recent joins found: missing parents, their node alone (see `guess.rs`).
     pub(crate) guesses: Guesses,
+    /// What the server of the current connection can do, once probed (see `features.rs`).
+    pub(super) features: FeatureCache,
     /// Drives what holds and admitted waiters leave running (the watches on their nodes, the
     /// watches they no longer need) on one task.
     driver: Driver,
@@ -90,6 +93,7 @@ impl Shared {
             nodes: Mutex::default(),
             listeners: Arc::default(),
             guesses: Guesses::default(),
+            features: FeatureCache::default(),
             driver: Driver::default(),
             supervisor: Mutex::new(None),
         })
@@ -117,6 +121,7 @@ impl Shared {
                  (Session::session_timeout)"
             );
         }
+        self.features.forget();
         *lock(&self.contact.last) = (generation, Some(asked));
         self.contact.channel.send_replace(Some(asked));
         let conn = Conn::new(client, generation, self);

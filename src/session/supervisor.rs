@@ -92,11 +92,18 @@ async fn serve(
         let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
         let reconnected = std::mem::take(&mut changed) && connected;
         if reconnected {
+            // A reconnection may be to another server (the Disconnected before it can be
+            // skipped by the state channel): what the last one could do is not known of it.
+            shared.features.forget();
             shared.nodelay().await;
         }
         match state {
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
-            SessionState::Disconnected => shared.suspend(generation),
+            SessionState::Disconnected => {
+                // The next connection may be to a server of another version.
+                shared.features.forget();
+                shared.suspend(generation)
+            }
             // Connected: resume if suspended. Just back, but the window passed meanwhile: beat
             // now, once (the proofs that open it again follow, a few beats later).
             _ if connected && !shared.resume(generation) && reconnected => {

@@ -10,7 +10,7 @@ use crate::certs::TlsFiles;
 use crate::fourlw::{self, Mode};
 use crate::local::{self, LocalInstall};
 use crate::ports::free_ports;
-use crate::{FaultProxy, HarnessError};
+use crate::{FaultProxy, HarnessError, ZkVersion};
 
 mod config;
 mod faults;
@@ -18,6 +18,7 @@ mod grey;
 mod links;
 mod members;
 mod mntr;
+mod versions;
 
 pub use config::{ClusterConfig, TlsMode};
 use links::{links, Link};
@@ -42,6 +43,10 @@ struct Node {
     child: Option<Child>,
     /// Extra environment for this node's next starts (see [`ZkCluster::restart_with_env`]).
     env: Vec<(String, String)>,
+    /// The version this node runs ([`ClusterConfig::node_versions`], [`ZkCluster::restart_as`]).
+    version: ZkVersion,
+    /// Its jars (`None` on the Docker backend).
+    install: Option<LocalInstall>,
 }
 
 impl Node {
@@ -70,7 +75,6 @@ impl Node {
 /// dropping thread is panicking, or `ZK_TEST_KEEP_LOGS=always` to keep it in every case.
 pub struct ZkCluster {
     config: ClusterConfig,
-    install: Option<LocalInstall>,
     dir: Option<tempfile::TempDir>,
     nodes: Vec<Node>,
     tls: Option<TlsFiles>,
@@ -130,13 +134,17 @@ impl ZkCluster {
     /// cannot run the requested shape.
     pub async fn start(config: ClusterConfig) -> Result<ZkCluster, HarnessError> {
         let choice = backend_choice()?;
-        let install = match (choice, LocalInstall::find()) {
-            ("docker", _) | ("auto", Err(_)) => return Self::start_docker(config).await,
+        // A bad ZK_VERSION fails every start, also one whose config names its version itself.
+        ZkVersion::from_env()?;
+        let installs = match (choice, versions::installs(&config)) {
+            ("docker", _) | ("auto", Err(HarnessError::NoBackend(_))) => {
+                return Self::start_docker(config).await
+            }
             (_, found) => found?,
         };
         let mut last_err = None;
         for attempt in 1..=START_ATTEMPTS {
-            let mut cluster = ZkCluster::prepare(config.clone(), install.clone())?;
+            let mut cluster = ZkCluster::prepare(config.clone(), &installs)?;
             match cluster.launch_all().await {
                 Ok(()) => return Ok(cluster),
                 Err(e) => {
@@ -182,10 +190,11 @@ impl ZkCluster {
             dir: dir.path().join("node1"),
             child: None,
             env: Vec::new(),
+            version: config.version,
+            install: None,
         }];
         let mut cluster = ZkCluster {
             config,
-            install: None,
             dir: Some(dir),
             nodes,
             tls: None,
@@ -198,7 +207,10 @@ impl ZkCluster {
         Ok(cluster)
     }
 
-    fn prepare(config: ClusterConfig, install: LocalInstall) -> Result<ZkCluster, HarnessError> {
+    fn prepare(
+        config: ClusterConfig,
+        installs: &[(ZkVersion, LocalInstall)],
+    ) -> Result<ZkCluster, HarnessError> {
         let n = config.nodes.max(1);
         let dir = tempfile::Builder::new()
             .prefix("zk-testcluster-")
@@ -217,6 +229,8 @@ impl ZkCluster {
                 dir: dir.path().join(format!("node{}", i + 1)),
                 child: None,
                 env: Vec::new(),
+                version: installs[i].0,
+                install: Some(installs[i].1.clone()),
             })
             .collect::<Vec<_>>();
         let tls = match config.tls {
@@ -227,7 +241,6 @@ impl ZkCluster {
         let grey = grey::Grey::prepare(&config, &nodes, dir.path())?;
         let cluster = ZkCluster {
             config,
-            install: Some(install),
             dir: Some(dir),
             nodes,
             tls,
@@ -325,12 +338,15 @@ impl ZkCluster {
         for i in 0..self.nodes.len() {
             self.wait_ready(i).await?;
         }
+        for i in 0..self.nodes.len() {
+            self.check_version(i).await?;
+        }
         Ok(())
     }
 
     fn spawn(&mut self, i: usize) -> Result<(), HarnessError> {
         let node = &self.nodes[i];
-        let install = self.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
+        let install = node.install.as_ref().ok_or(HarnessError::Unsupported("restart", "docker"))?;
         let child = install.spawn(
             &node.cfg_path(),
             &node.log_path(),
@@ -362,7 +378,7 @@ impl ZkCluster {
             let node = &mut self.nodes[i];
             let exited = match node.child.as_mut() {
                 Some(child) => child.try_wait().map_err(HarnessError::io("polling a server"))?.is_some(),
-                None => self.install.is_some(),
+                None => node.install.is_some(),
             };
             if exited || started.elapsed() > self.config.ready_timeout {
                 return Err(HarnessError::NotReady {
@@ -514,7 +530,8 @@ impl ZkCluster {
     ///
     /// # Errors
     /// As [`ZkCluster::stop`], and [`HarnessError::NotReady`] (with the log's tail) when the
-    /// second start fails too.
+    /// second start fails too; [`HarnessError::WrongVersion`] when it reports another version
+    /// than its own.
     pub async fn restart(&mut self, i: usize) -> Result<(), HarnessError> {
         self.stop(i).await?;
         self.spawn(i)?;
@@ -523,10 +540,11 @@ impl ZkCluster {
                 eprintln!("zk-testcluster: node {i} exited while restarting; starting it once more. {first}");
                 self.stop(i).await?;
                 self.spawn(i)?;
-                self.wait_ready(i).await
+                self.wait_ready(i).await?;
             }
-            other => other,
+            other => other?,
         }
+        self.check_version(i).await
     }
 
     /// Whether node `i`'s process is alive (local backend; the Docker backend says yes).

@@ -27,6 +27,31 @@ pub enum HarnessError {
         log_tail: String,
     },
 
+    /// A ZooKeeper version string (`ZK_VERSION`, [`crate::ZkVersion`]'s `parse`) that is not
+    /// three dot-separated numbers such as `3.9.3`.
+    #[error("{0:?} is not a ZooKeeper version such as 3.9.3")]
+    BadVersion(String),
+
+    /// The ZooKeeper version asked for is not unpacked on this machine.
+    #[error("ZooKeeper {version} is not at hand (looked in {looked}): run `scripts/ensure-zookeeper-versions {version}`, or point ZOOKEEPER_HOME at an install of it and set ZK_VERSION={version}")]
+    MissingVersion {
+        /// The version asked for.
+        version: crate::ZkVersion,
+        /// Where the harness looked for its jars.
+        looked: String,
+    },
+
+    /// A server reported (`srvr`) another version than the one it was started as.
+    #[error("ZooKeeper node {node} was asked to run {asked} but reports {}", got.map_or("no version".to_string(), |v| v.to_string()))]
+    WrongVersion {
+        /// Index of the node.
+        node: usize,
+        /// The version asked for.
+        asked: crate::ZkVersion,
+        /// The version its `srvr` reports, if any.
+        got: Option<crate::ZkVersion>,
+    },
+
     /// A node index out of range.
     #[error("node {0} does not exist in this cluster")]
     NoSuchNode(usize),

@@ -31,8 +31,13 @@
 //!   `postgresql` and `redis-server` packages (`scripts/ensure-resources` installs them);
 //!   `PG_BIN` and `REDIS_SERVER` point elsewhere.
 //!
-//! Backends: the local one (default) runs Debian's `zookeeper` package or `$ZOOKEEPER_HOME` as
-//! `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
+//! * Server versions ([`ZkVersion`], [`ClusterConfig::version`], `ZK_VERSION`): 3.9.3 by default,
+//!   3.8.0, 3.6.3, 3.9.6 (whatever `scripts/ensure-zookeeper-versions` unpacked), one per node for
+//!   mixed ensembles ([`ClusterConfig::node_versions`]) and rolling upgrades
+//!   ([`ZkCluster::restart_as`]); each server's `srvr` version is checked after it starts.
+//!
+//! Backends: the local one (default) runs the version's jars (Debian 12's `zookeeper` package for
+//! 3.8.0) or `$ZOOKEEPER_HOME` as `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
 //! behind the `docker` cargo feature.
 
 mod certs;
@@ -48,6 +53,7 @@ mod proxy;
 mod redis;
 mod resource;
 mod spawner;
+mod version;
 
 pub use certs::{TlsFiles, CLIENT_SUBJECT, OTHER_CLIENT_SUBJECT};
 pub use cluster::{ClusterConfig, Mntr, TlsMode, ZkCluster};
@@ -57,6 +63,7 @@ pub use fourlw::{four_letter_at, Mode};
 pub use postgres::{PostgresConfig, PostgresServer};
 pub use proxy::FaultProxy;
 pub use redis::{RedisConfig, RedisServer};
+pub use version::ZkVersion;
 
 /// The connect string tests should use: `ZK_CONNECT` when set (an external server), else `None`.
 pub fn external_connect_string() -> Option<String> {

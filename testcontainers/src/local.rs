@@ -4,7 +4,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use crate::{spawner, HarnessError};
+use crate::{spawner, HarnessError, ZkVersion};
 
 /// Where Debian's `zookeeper` package puts the server jar.
 const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
@@ -14,47 +14,81 @@ const DEBIAN_NETTY_CODEC: &str = "/usr/share/java/netty-codec.jar";
 
 /// What to tell a person when no local ZooKeeper is found.
 pub(crate) const INSTALL_HINT: &str = "install one of:\n  \
-    * Debian/Ubuntu: sudo apt-get install -y zookeeper   (then /usr/share/java/zookeeper.jar exists)\n  \
-    * any OS: unpack an Apache ZooKeeper 3.8+ release and set ZOOKEEPER_HOME to its directory\n  \
+    * Debian/Ubuntu: scripts/ensure-zookeeper-versions (fetches the default 3.9.3 into target/; \
+    3.8.0 is Debian 12's zookeeper package)\n  \
+    * any OS: unpack an Apache ZooKeeper 3.6+ release and set ZOOKEEPER_HOME to its directory\n  \
     * with Docker running: build with --features zk-testcluster/docker and set ZK_TEST_BACKEND=docker\n\
     Java 11+ must be on PATH for the local backend.";
 
-/// The Java class path of a local ZooKeeper installation.
+/// The Java class path of one ZooKeeper version's local installation.
 #[derive(Clone, Debug)]
 pub(crate) struct LocalInstall {
     classpath: String,
+    /// The version its servers must report, or `None` for a `ZOOKEEPER_HOME` that `ZK_VERSION`
+    /// does not name (the harness then only reports what the servers say).
+    pub(crate) expect: Option<ZkVersion>,
 }
 
 impl LocalInstall {
-    /// Finds ZooKeeper: `$ZOOKEEPER_HOME` first (an Apache release: `lib/*.jar`), then Debian's
-    /// package.
-    pub(crate) fn find() -> Result<LocalInstall, HarnessError> {
-        if let Some(home) = std::env::var_os("ZOOKEEPER_HOME") {
-            let home = PathBuf::from(home);
-            let lib = home.join("lib");
-            if has_jar(&lib) {
-                return Ok(LocalInstall { classpath: format!("{}/*", lib.display()) });
+    /// Finds ZooKeeper `version`: `$ZOOKEEPER_HOME` (an Apache release: `lib/*.jar`) when
+    /// `version` is the run's version ([`ZkVersion::from_env`]); else the folder
+    /// `scripts/ensure-zookeeper-versions` unpacks it into ([`ZkVersion::install_dir`]); for
+    /// 3.8.0, else Debian 12's package.
+    pub(crate) fn find(version: ZkVersion) -> Result<LocalInstall, HarnessError> {
+        let run_version = ZkVersion::from_env()?;
+        if let Some(home) = std::env::var_os("ZOOKEEPER_HOME").filter(|h| !h.is_empty()) {
+            if version == run_version {
+                return Self::home(PathBuf::from(home));
             }
+        }
+        let lib = version.install_dir().join("lib");
+        let own = lib.join(format!("zookeeper-{version}.jar"));
+        if own.exists() {
+            // The version's own jute first: its server jar's manifest (Debian's) names Debian 12's
+            // 3.8 `zookeeper-jute.jar`, whose classes must not win.
+            let jute = lib.join(format!("zookeeper-jute-{version}.jar"));
+            let classpath = format!("{}:{}:{}/*", jute.display(), own.display(), lib.display());
+            return Ok(LocalInstall { classpath, expect: Some(version) });
+        }
+        if version == ZkVersion::V3_8_0 && Path::new(DEBIAN_JAR).exists() {
+            return Ok(Self::debian());
+        }
+        let mut looked = lib.display().to_string();
+        if version == ZkVersion::V3_8_0 {
+            looked.push_str(&format!(" and {DEBIAN_JAR}"));
+        }
+        if !has_java() {
+            return Err(HarnessError::NoBackend(format!("`java` is not on PATH; {INSTALL_HINT}")));
+        }
+        Err(HarnessError::MissingVersion { version, looked })
+    }
+
+    fn home(home: PathBuf) -> Result<LocalInstall, HarnessError> {
+        let lib = home.join("lib");
+        if !has_jar(&lib) {
             return Err(HarnessError::NoBackend(format!(
                 "ZOOKEEPER_HOME={} has no lib/*.jar; {INSTALL_HINT}",
                 home.display()
             )));
         }
-        if Path::new(DEBIAN_JAR).exists() {
-            let mut classpath = DEBIAN_JAR.to_string();
-            // Debian's zookeeper.jar manifest omits netty-codec, which Netty's TLS handler
-            // needs: without it the secure port closes every connection.
-            for extra in [DEBIAN_SLF4J, DEBIAN_NETTY_CODEC] {
-                if Path::new(extra).exists() {
-                    classpath.push(':');
-                    classpath.push_str(extra);
-                }
+        let expect = match std::env::var("ZK_VERSION") {
+            Ok(v) if !v.trim().is_empty() => Some(v.parse()?),
+            _ => None,
+        };
+        Ok(LocalInstall { classpath: format!("{}/*", lib.display()), expect })
+    }
+
+    fn debian() -> LocalInstall {
+        let mut classpath = DEBIAN_JAR.to_string();
+        // Debian's zookeeper.jar manifest omits netty-codec, which Netty's TLS handler
+        // needs: without it the secure port closes every connection.
+        for extra in [DEBIAN_SLF4J, DEBIAN_NETTY_CODEC] {
+            if Path::new(extra).exists() {
+                classpath.push(':');
+                classpath.push_str(extra);
             }
-            return Ok(LocalInstall { classpath });
         }
-        Err(HarnessError::NoBackend(format!(
-            "no ZooKeeper jar at {DEBIAN_JAR} and ZOOKEEPER_HOME is unset; {INSTALL_HINT}"
-        )))
+        LocalInstall { classpath, expect: Some(ZkVersion::V3_8_0) }
     }
 
     /// Starts one server with the given configuration file, system properties and extra
@@ -125,6 +159,12 @@ fn pin(cmd: &mut Command, cpus: &[usize]) -> Result<(), HarnessError> {
         });
     }
     Ok(())
+}
+
+/// Whether a `java` is on `PATH`.
+fn has_java() -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join("java").is_file()))
 }
 
 fn has_jar(dir: &Path) -> bool {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::ZkVersion;
+
 #[cfg(doc)]
 use crate::{certs::TlsFiles, HarnessError, ZkCluster};
 
@@ -59,6 +61,18 @@ pub struct ClusterConfig {
     /// may send `reconfig`; each `server.N` line carries its client address): for
     /// [`ZkCluster::add_member`] and `Client::update_ensemble`. Ensembles only.
     pub reconfig: bool,
+    /// The ZooKeeper release every server runs (unless [`ClusterConfig::node_versions`] says
+    /// otherwise). The default is [`ZkVersion::from_env`]: `ZK_VERSION`, else
+    /// [`ZkVersion::DEFAULT`] (3.9.3); an unparsable `ZK_VERSION` fails [`ZkCluster::start`] with
+    /// [`HarnessError::BadVersion`]. A version not unpacked here fails it with
+    /// [`HarnessError::MissingVersion`] (run `scripts/ensure-zookeeper-versions`); one that
+    /// reports another version in `srvr`, with [`HarnessError::WrongVersion`]. Local backend: the
+    /// Docker backend runs its image's version.
+    pub version: ZkVersion,
+    /// Per-node versions for a mixed ensemble: node `i` runs `node_versions[i]`, nodes past the
+    /// end run [`ClusterConfig::version`]. Empty by default. [`ZkCluster::restart_as`] changes
+    /// one node's version later (a rolling upgrade).
+    pub node_versions: Vec<ZkVersion>,
 }
 
 /// Whether servers open a TLS `secureClientPort`, and whether it asks clients for certificates.
@@ -97,6 +111,8 @@ impl Default for ClusterConfig {
             log_disk_mb: None,
             cpus: None,
             reconfig: false,
+            version: ZkVersion::from_env().unwrap_or(ZkVersion::DEFAULT),
+            node_versions: Vec::new(),
         }
     }
 }
@@ -106,6 +122,13 @@ impl ClusterConfig {
     #[must_use]
     pub fn partitionable(mut self, on: bool) -> Self {
         self.partitionable = on;
+        self
+    }
+
+    /// Sets [`ClusterConfig::version`].
+    #[must_use]
+    pub fn version(mut self, version: ZkVersion) -> Self {
+        self.version = version;
         self
     }
 }

@@ -8,6 +8,7 @@
 use std::net::Ipv4Addr;
 
 use super::{Node, ZkCluster};
+use crate::local::LocalInstall;
 use crate::ports::free_ports;
 use crate::HarnessError;
 
@@ -39,8 +40,8 @@ impl ZkCluster {
         self.restart(i).await
     }
 
-    /// Starts a new server that joins the running ensemble (started with
-    /// [`ClusterConfig::reconfig`]) and returns its index, once it serves (synced with the
+    /// Starts a new server ([`ClusterConfig::version`]) that joins the running ensemble (started
+    /// with [`ClusterConfig::reconfig`]) and returns its index, once it serves (synced with the
     /// leader, not yet a voting member). Its config names the members as the harness knows them
     /// and itself; make it a member with a `reconfig` that adds [`ZkCluster::member_spec`].
     ///
@@ -54,11 +55,13 @@ impl ZkCluster {
             || self.nodes.len() < 2
             || self.tls.is_some()
             || !self.links.is_empty()
-            || self.install.is_none();
+            || self.nodes[0].install.is_none();
         let (Some(dir), false) = (dir, unsupported) else {
             return Err(HarnessError::Unsupported("adding a member", "this cluster"));
         };
         let i = self.nodes.len();
+        let version = self.config.version;
+        let install = LocalInstall::find(version)?;
         let ports = free_ports(3)?;
         let node = Node {
             host: Ipv4Addr::LOCALHOST,
@@ -70,6 +73,8 @@ impl ZkCluster {
             dir: dir.join(format!("node{}", i + 1)),
             child: None,
             env: Vec::new(),
+            version,
+            install: Some(install),
         };
         let data = node.dir.join("data");
         std::fs::create_dir_all(&data).map_err(HarnessError::io(format!("creating {}", data.display())))?;
@@ -80,6 +85,7 @@ impl ZkCluster {
             .map_err(HarnessError::io("writing zoo.cfg"))?;
         self.spawn(i)?;
         self.wait_ready(i).await?;
+        self.check_version(i).await?;
         // From now on the configs the harness writes name it (a `reconfig` adds it).
         self.nodes[i].member = true;
         Ok(i)

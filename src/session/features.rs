@@ -1,0 +1,151 @@
+//! [`ServerFeatures`]: what the server a session is connected to can do, learned by asking it
+//! (the client protocol never says a server's version), and the session's cache of the answer.
+//!
+//! The probe is one `multi`: the create of an ephemeral child of a parent the caller writes
+//! anyway (a recipe's root), and its delete. The transaction is atomic, so no listing ever sees
+//! the child; watchers of the parent's children hear one change, as they do after a release.
+//! The answer holds for the connection it came over: a session may move to another server, of
+//! another version, without a new session (a rolling upgrade), so every disconnection forgets it.
+
+use std::sync::Mutex;
+
+use zookeeper_client::{Acls, Client, CreateMode, MultiWriteResult};
+
+use super::Session;
+use crate::error::{ClientError, Error, Result};
+use crate::path::LockPath;
+use crate::util::{lock, on_connection_loss};
+
+/// What the ZooKeeper server a [`Session`] is connected to can do, as a probe of it found
+/// ([`Session::server_features`]). More fields may come with later releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerFeatures {
+    /// A create inside a `multi` answers with the new node's `Stat`: servers 3.8.2+ and 3.9.0+
+    /// (ZOOKEEPER-4026). Older ones (3.8.0, 3.6.3) answer without it, which `zookeeper-client`
+    /// reports as a `Stat` whose `czxid` is -1 (`Stat::is_invalid`).
+    pub multi_create_stat: bool,
+    /// The server applied the probe's `multi` (a create and a delete) and answered each
+    /// operation. `false` when it answered with no result at all: a 3.8.0 or 3.8.1 follower of a
+    /// 3.8.2+/3.9 leader (in a rolling upgrade) does not apply a `multi` holding a create, whose
+    /// transaction the newer leader writes in a format it does not know (ZOOKEEPER-4026's
+    /// `create2`), so its data differ from the leader's from then on (until it restarts and
+    /// syncs): creates inside a `multi` must not be relied on there. Other servers of such an
+    /// ensemble can be in that state while this one is not (see `docs/compatibility.md`).
+    pub multi_create_applied: bool,
+}
+
+/// The session's latest probe answer, for its current connection.
+#[derive(Default)]
+pub(crate) struct FeatureCache {
+    /// How many times the connection changed, and the answer learned on the current one.
+    state: Mutex<(u64, Option<ServerFeatures>)>,
+}
+
+impl FeatureCache {
+    /// The answer learned on the current connection, if any.
+    pub(crate) fn get(&self) -> Option<ServerFeatures> {
+        lock(&self.state).1
+    }
+
+    /// The connection changed (or may have): the server may be another one.
+    pub(crate) fn forget(&self) {
+        let mut state = lock(&self.state);
+        *state = (state.0 + 1, None);
+    }
+
+    fn epoch(&self) -> u64 {
+        lock(&self.state).0
+    }
+
+    /// Keeps `features` unless the connection changed since the probe began (`epoch`).
+    fn record(&self, epoch: u64, features: ServerFeatures) {
+        let mut state = lock(&self.state);
+        if state.0 == epoch {
+            state.1 = Some(features);
+        }
+    }
+}
+
+/// Sends the probe under `parent` (see the module's documentation); its transaction's answers.
+async fn probe(
+    client: &Client,
+    parent: &str,
+) -> std::result::Result<Vec<MultiWriteResult>, zookeeper_client::Error> {
+    let name = format!("zk-recipes-probe-{:x}", client.session_id().0);
+    let path = if parent == "/" { format!("/{name}") } else { format!("{parent}/{name}") };
+    let options = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    on_connection_loss(|| {
+        let mut writer = client.new_multi_writer();
+        let built = writer.add_create(&path, &[], &options).and_then(|()| writer.add_delete(&path, None));
+        async move {
+            built?;
+            writer.commit().await.map_err(zookeeper_client::Error::from)
+        }
+    })
+    .await
+}
+
+impl Session {
+    /// What the server this session is connected to can do ([`ServerFeatures`]): learned once
+    /// per connection with one `multi` that creates and deletes an ephemeral child of `parent`
+    /// (a path this session may create children under, such as a recipe's root, or `/`), then
+    /// cached until the connection changes. A session can move to a server of another version
+    /// without a new session (during a rolling upgrade): code that relies on a feature still
+    /// checks each answer (a `multi`'s create `Stat` with `Stat::is_invalid`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a `parent` that is not a valid path (nothing sent);
+    /// [`Error::ZooKeeper`] when the probe fails (`parent` missing, no right to create there);
+    /// [`Error::NoAuth`]; [`Error::SessionExpired`] / [`Error::SessionClosed`] between sessions
+    /// and after close.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the probe is one atomic transaction that leaves nothing behind; an
+    /// abandoned probe caches nothing.
+    pub async fn server_features(&self, parent: &str) -> Result<ServerFeatures> {
+        if parent != "/" {
+            LockPath::new(parent)?;
+        }
+        let shared = self.shared();
+        if let Some(known) = shared.features.get() {
+            return Ok(known);
+        }
+        let epoch = shared.features.epoch();
+        let conn = shared.conn()?;
+        let op = "server features probe";
+        let answers = probe(&conn.client, parent).await.map_err(Error::zk(op, parent))?;
+        let features = match answers.first() {
+            Some(MultiWriteResult::Create { stat, .. }) => {
+                ServerFeatures { multi_create_stat: !stat.is_invalid(), multi_create_applied: true }
+            }
+            None => {
+                tracing::warn!(
+                    "the server answered a multi with no results: a 3.8.0/3.8.1 follower of a newer \
+                     leader, which does not apply creates inside a multi (its data now lag the \
+                     leader's); see docs/compatibility.md"
+                );
+                ServerFeatures { multi_create_stat: false, multi_create_applied: false }
+            }
+            other => {
+                let odd = zookeeper_client::Error::UnexpectedError(format!(
+                    "the probe's create answered {other:?}"
+                ));
+                return Err(Error::ZooKeeper {
+                    op,
+                    path: parent.to_string(),
+                    source: ClientError::from(odd),
+                });
+            }
+        };
+        shared.features.record(epoch, features);
+        tracing::debug!(?features, "probed the server's features");
+        Ok(features)
+    }
+
+    /// What [`Session::server_features`] learned on the current connection, without asking:
+    /// `None` before the first probe and after every disconnection.
+    pub fn known_server_features(&self) -> Option<ServerFeatures> {
+        self.shared().features.get()
+    }
+}
