@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::{within, Overlap};
 use zk_recipes::zookeeper_client::{Client, EnsembleUpdate};
 use zk_recipes::{ConnectOptions, ConnectionState, InterProcessMutex, LockGuard, LockStatus, Session};
-use zk_testcluster::{ClusterConfig, ZkCluster};
+use zk_testcluster::{ClusterConfig, ZkCluster, ZkVersion};
 
 /// What `convergence.rs` returns its errors as.
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -392,4 +392,78 @@ async fn a_reconfig_that_loses_the_quorum_suspends_and_is_never_held_past_the_wi
     .await;
     work.finish(&holder, guard, waiting, &admin).await;
     converged(&zk).await;
+}
+
+// --- A rolling upgrade ----------------------------------------------------------------------------
+
+/// A three-server ensemble upgraded from 3.8.0 (Debian 12's) to the newest 3.9 (3.9.6), one
+/// server at a time, the followers first and the leader last, each back and the quorum led
+/// before the next goes down, while a session holds a lock and another waits: the holder keeps
+/// it (the same session, moved from server to server by the restarts), writes fenced and
+/// releases; the waiter follows; the upgraded replicas agree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_upgrade_from_3_8_to_3_9_keeps_the_lock_and_the_waiter() {
+    common::init_tracing();
+    let (from, to) = (ZkVersion::V3_8_0, ZkVersion::V3_9_6);
+    let config = ClusterConfig { nodes: 3, ..ClusterConfig::default() }.version(from);
+    let mut zk = ZkCluster::start(config).await.expect("start a 3.8.0 ensemble");
+    let connect = zk.connect_string();
+    let holder = common::session(&connect).await;
+    let waiter = common::session(&connect).await;
+    let admin = common::client(&connect).await;
+    let work = Workload::new();
+    let (guard, waiting) = work.start(&holder, &waiter, &admin).await;
+
+    let leader = zk.wait_for_leader().await.expect("a leader");
+    let order: Vec<usize> = (0..3).filter(|&i| i != leader).chain([leader]).collect();
+    for i in order {
+        zk.restart_as(i, to).await.expect("restart a server as the new version");
+        zk.wait_for_leader().await.expect("a leader after the step");
+        assert_eq!(zk.server_version(i).await.expect("srvr"), to);
+        within("the holder connected", holder.connected()).await.expect("connected");
+        assert_eq!(holder.generation(), 1, "the holder's session was lost");
+    }
+    for i in 0..3 {
+        assert_eq!(zk.server_version(i).await.expect("srvr"), to);
+    }
+    within("the holder connected", holder.connected()).await.expect("connected");
+    assert_eq!((holder.generation(), guard.current_status()), (1, LockStatus::Held));
+    work.finish(&holder, guard, waiting, &admin).await;
+    converged(&zk).await;
+}
+
+/// The chaos run's lock-set phase (Jepsen's lock-set against ZooKeeper, PostgreSQL and Redis,
+/// fenced and unfenced, worker processes paused between read and write) across a rolling
+/// upgrade from 3.8.0 to 3.9.6 (`--faults RollingUpgrade`): the run's checker finds no violation,
+/// so no acknowledged add of a fenced set is lost, and the replicas converge.
+#[test]
+fn the_lock_set_workload_loses_no_acknowledged_add_across_a_rolling_upgrade() {
+    let args = [
+        "--phases",
+        "lockset",
+        "--seconds",
+        "12",
+        "--seed",
+        "47",
+        "--faults",
+        "RollingUpgrade",
+        "--every-kind",
+    ];
+    let out = std::process::Command::new(common::example_binary("chaos"))
+        .args(args)
+        .env("ZK_VERSION", "3.8.0")
+        .env("ZK_UPGRADE_TO", "3.9.6")
+        .output()
+        .expect("run the chaos example");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let upgraded =
+        stderr.lines().filter(|l| l.contains("RollingUpgrade:") && l.contains("3.8.0 -> 3.9.6")).count();
+    assert!(
+        out.status.success() && stdout.contains("violations: 0") && upgraded >= 1,
+        "the chaos run across the upgrade:\n{stdout}\n{stderr}"
+    );
+    for line in stdout.lines().filter(|l| l.contains("set-full") || l.contains("lost")) {
+        println!("{line}");
+    }
 }
