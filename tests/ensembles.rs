@@ -242,6 +242,22 @@ async fn following(connect: &str) -> Session {
 
 /// One `reconfig` (add `add`, remove member `remove`), sent again after a connection loss
 /// unless the configuration shows it applied (the leader may step down with the change).
+/// A connect string the client cannot read is refused at once, as without following (the
+/// client crate itself only sees the relay's address).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_following_session_refuses_an_unreadable_connect_string_at_once() {
+    let options = ConnectOptions::new(Duration::from_secs(20)).follow_ensemble(true);
+    for bad in ["", "127.0.0.1:x", "127.0.0.1:2181,:5"] {
+        match within("a refusal", Session::connect_with(bad, &options)).await {
+            Err(zk_recipes::Error::Connect { reason, probes, .. }) => {
+                assert_eq!(reason, zk_recipes::ConnectFailure::BadConnectString, "{bad:?}");
+                assert!(probes.is_empty(), "{bad:?}");
+            }
+            other => panic!("{bad:?} was not refused: {other:?}"),
+        }
+    }
+}
+
 async fn reconfig(admin: &Client, add: Option<String>, remove: Option<u64>) {
     let add: Vec<String> = add.into_iter().collect();
     let remove: Vec<String> = remove.into_iter().map(|id| id.to_string()).collect();

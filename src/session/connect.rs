@@ -367,6 +367,17 @@ async fn open(
             })
         }
     };
+    // Through a relay the client crate reads only the relay's address: the connect string is
+    // checked here as it would have checked it.
+    if dial.is_some() && !servers.split(',').all(|server| host_port(server).is_some()) {
+        return Err(Error::Connect {
+            connect: shown.to_string(),
+            reason: ConnectFailure::BadConnectString,
+            probes: Vec::new(),
+            waited: started.elapsed(),
+            source: ZkError::BadArguments(&"invalid connect string").into(),
+        });
+    }
     let servers = dial.unwrap_or(servers);
     let attempt = || {
         let connector = connector.clone();
