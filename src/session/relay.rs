@@ -17,7 +17,6 @@
 //! nothing (no rebalancing). A configuration without client addresses (an ensemble whose
 //! `server.N` lines carry none, reconfiguration off) is not followed: the connect string stays.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,15 +111,21 @@ pub(super) fn start(connect: &str, options: &ConnectOptions) -> Result<Arc<Relay
 
 /// Accepts the client crate's connections until the relay is dropped.
 async fn accept(listener: TcpListener, mut servers: watch::Receiver<Vec<String>>, timeout: Duration) {
-    let next = Arc::new(AtomicUsize::new(0));
+    // Each connection starts from the next server: a server that accepts but does not serve
+    // (being restarted, say) is not tried first again and again.
+    let mut next = 0;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((inbound, _)) => {
-                    let start = next.fetch_add(1, Ordering::Relaxed);
-                    tokio::spawn(carry(inbound, servers.clone(), start, timeout));
+                    tokio::spawn(carry(inbound, servers.clone(), next, timeout));
+                    next = next.wrapping_add(1);
                 }
-                Err(e) => tracing::debug!(error = %e, "relay: accept failed"),
+                Err(e) => {
+                    // Out of descriptors, say: the client crate tries again; no busy loop.
+                    tracing::debug!(error = %e, "relay: accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
             },
             changed = servers.changed() => if changed.is_err() {
                 break;
