@@ -268,6 +268,7 @@ pub fn recheck_main(path: &str) -> Result<i32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faults::FAULTS;
 
     #[test]
     fn a_schedule_reads_back_as_written() {
