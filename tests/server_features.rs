@@ -10,9 +10,13 @@ use zk_recipes::{ConnectionState, Error, ServerFeatures};
 use zk_testcluster::{ClusterConfig, ZkCluster, ZkVersion};
 
 /// What ZOOKEEPER-4026 says a server of `version` answers: a multi's create returns its `Stat`
-/// from 3.8.2 on (3.9.0 included).
+/// from 3.7.2 on the 3.7 line, 3.8.2 on the 3.8 line, and every 3.9.
 fn stat_expected(version: ZkVersion) -> bool {
-    version >= ZkVersion::new(3, 8, 2)
+    let (_, minor, patch) = version.parts();
+    match minor {
+        7 | 8 => patch >= 2,
+        m => m > 8,
+    }
 }
 
 async fn features_of(version: ZkVersion) -> ServerFeatures {
@@ -87,4 +91,23 @@ async fn a_bad_parent_is_refused_and_a_missing_one_fails_without_a_trace() {
     assert!(matches!(err, Error::ZooKeeper { .. }), "{err:?}");
     assert_eq!(session.known_server_features(), None);
     assert_eq!(children(&client(&zk.connect_string()).await, "/").await, ["zookeeper"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_on_a_server_without_multi_read_is_a_typed_error_not_a_hang() {
+    let zk = common::standalone().await;
+    let version = zk.server_version(0).await.expect("srvr");
+    let session = session(&zk.connect_string()).await;
+    let mutex = zk_recipes::InterProcessMutex::new(&session, "/features/listed").expect("mutex");
+    let guard = within("acquire", mutex.acquire()).await.expect("acquire");
+    let listed = within("participants", mutex.participants()).await;
+    // A multi read needs 3.6.0: a 3.5 server answers Unimplemented (the CI matrix's 3.5.9 row).
+    if version < ZkVersion::new(3, 6, 0) {
+        let err = listed.expect_err("3.5 has no multi read");
+        assert!(matches!(err, Error::ServerTooOld { op: "multi-read", .. }), "{err:?}");
+        assert!(err.to_string().contains("3.6.0"), "{err}");
+    } else {
+        assert_eq!(listed.expect("participants").len(), 1, "ZooKeeper {version}");
+    }
+    guard.release().await.expect("release");
 }

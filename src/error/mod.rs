@@ -293,6 +293,20 @@ pub enum Error {
         stored: String,
     },
 
+    /// The server answered that it does not implement a request the operation needs: it is
+    /// older than that request (a `multi` read, which the recipes' `participants()` and
+    /// `zk_recipes::inspect` send, needs ZooKeeper 3.6.0; 3.5 answers `Unimplemented`). docs/compatibility.md says which version each feature needs.
+    #[error(
+        "the ZooKeeper server does not implement {op} (on {path}): it is older than the request \
+         needs (a multi-read needs ZooKeeper 3.6.0 or later; see docs/compatibility.md)"
+    )]
+    ServerTooOld {
+        /// The request the server refused (`"multi-read"`).
+        op: &'static str,
+        /// The path it was about.
+        path: String,
+    },
+
     /// The operation gave up after its deadline. Nothing of ours was left behind.
     #[error("timed out after {0:?}")]
     Timeout(Duration),
@@ -391,6 +405,7 @@ impl Error {
             Zk::SessionExpired | Zk::ClientClosed | Zk::SessionMoved => Error::SessionExpired,
             source if is_connection_loss(&source) => Error::ConnectionLoss { op, path: path.to_string() },
             Zk::NoAuth | Zk::AuthFailed => Error::NoAuth { op, path: path.to_string() },
+            Zk::Unimplemented => Error::ServerTooOld { op, path: path.to_string() },
             source => Error::ZooKeeper { op, path: path.to_string(), source: ClientError(source) },
         }
     }

@@ -11,26 +11,26 @@ use std::sync::Mutex;
 
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteResult};
 
-use super::Session;
 use crate::error::{ClientError, Error, Result};
 use crate::path::LockPath;
 use crate::util::{lock, on_connection_loss};
 
-/// What the ZooKeeper server a [`Session`] is connected to can do, as a probe of it found
-/// ([`Session::server_features`]). More fields may come with later releases.
+/// What the ZooKeeper server a [`crate::Session`] is connected to can do, as a probe of it found
+/// ([`crate::Session::server_features`]). More fields may come with later releases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ServerFeatures {
-    /// A create inside a `multi` answers with the new node's `Stat`: servers 3.8.2+ and 3.9.0+
-    /// (ZOOKEEPER-4026). Older ones (3.8.0, 3.6.3) answer without it, which `zookeeper-client`
-    /// reports as a `Stat` whose `czxid` is -1 (`Stat::is_invalid`).
+    /// A create inside a `multi` answers with the new node's `Stat`: servers 3.7.2+, 3.8.2+ and
+    /// 3.9.0+ (ZOOKEEPER-4026). Older ones (3.8.0, 3.6.3) answer without it, which
+    /// `zookeeper-client` reports as a `Stat` whose `czxid` is -1 (`Stat::is_invalid`).
     pub multi_create_stat: bool,
     /// The server applied the probe's `multi` (a create and a delete) and answered each
-    /// operation. `false` when it answered with no result at all: a 3.8.0 or 3.8.1 follower of a
-    /// 3.8.2+/3.9 leader (in a rolling upgrade) does not apply a `multi` holding a create, whose
-    /// transaction the newer leader writes in a format it does not know (ZOOKEEPER-4026's
-    /// `create2`), so its data differ from the leader's from then on (until it restarts and
-    /// syncs): creates inside a `multi` must not be relied on there. Other servers of such an
+    /// operation. `false` when it answered with no result at all: a follower without
+    /// ZOOKEEPER-4026 (3.8.0, seen here) led by a server with it (3.9.3, in a rolling upgrade)
+    /// does not apply a `multi` holding a create, whose transaction the newer leader writes in
+    /// a form it does not know (`create2` inside the `multi`), so its data differ from the
+    /// leader's from then on (until it restarts and syncs): creates inside a `multi` must not be
+    /// relied on there. Other servers of such an
     /// ensemble can be in that state while this one is not (see `docs/compatibility.md`).
     pub multi_create_applied: bool,
 }
@@ -86,42 +86,26 @@ async fn probe(
     .await
 }
 
-impl Session {
-    /// What the server this session is connected to can do ([`ServerFeatures`]): learned once
-    /// per connection with one `multi` that creates and deletes an ephemeral child of `parent`
-    /// (a path this session may create children under, such as a recipe's root, or `/`), then
-    /// cached until the connection changes. A session can move to a server of another version
-    /// without a new session (during a rolling upgrade): code that relies on a feature still
-    /// checks each answer (a `multi`'s create `Stat` with `Stat::is_invalid`).
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] for a `parent` that is not a valid path (nothing sent);
-    /// [`Error::ZooKeeper`] when the probe fails (`parent` missing, no right to create there);
-    /// [`Error::NoAuth`]; [`Error::SessionExpired`] / [`Error::SessionClosed`] between sessions
-    /// and after close.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: the probe is one atomic transaction that leaves nothing behind; an
-    /// abandoned probe caches nothing.
-    pub async fn server_features(&self, parent: &str) -> Result<ServerFeatures> {
+impl FeatureCache {
+    /// The answer for the current connection: the cached one, or a probe's under `parent`
+    /// (which [`crate::Session::server_features`] documents).
+    pub(crate) async fn learn(&self, client: &Client, parent: &str) -> Result<ServerFeatures> {
         if parent != "/" {
             LockPath::new(parent)?;
         }
-        let shared = self.shared();
-        if let Some(known) = shared.features.get() {
+        if let Some(known) = self.get() {
             return Ok(known);
         }
-        let epoch = shared.features.epoch();
-        let conn = shared.conn()?;
+        let epoch = self.epoch();
         let op = "server features probe";
-        let answers = probe(&conn.client, parent).await.map_err(Error::zk(op, parent))?;
+        let answers = probe(client, parent).await.map_err(Error::zk(op, parent))?;
         let features = match answers.first() {
             Some(MultiWriteResult::Create { stat, .. }) => {
                 ServerFeatures { multi_create_stat: !stat.is_invalid(), multi_create_applied: true }
             }
             None => {
                 tracing::warn!(
-                    "the server answered a multi with no results: a 3.8.0/3.8.1 follower of a newer \
+                    "the server answered a multi with no results: an older follower of a newer \
                      leader, which does not apply creates inside a multi (its data now lag the \
                      leader's); see docs/compatibility.md"
                 );
@@ -138,14 +122,8 @@ impl Session {
                 });
             }
         };
-        shared.features.record(epoch, features);
+        self.record(epoch, features);
         tracing::debug!(?features, "probed the server's features");
         Ok(features)
-    }
-
-    /// What [`Session::server_features`] learned on the current connection, without asking:
-    /// `None` before the first probe and after every disconnection.
-    pub fn known_server_features(&self) -> Option<ServerFeatures> {
-        self.shared().features.get()
     }
 }

@@ -248,6 +248,33 @@ impl Session {
         self.handle.shared.session_timeout()
     }
 
+    /// What the server this session is connected to can do ([`ServerFeatures`]): learned once
+    /// per connection with one `multi` that creates and deletes an ephemeral child of `parent`
+    /// (a path this session may create children under, such as a recipe's root, or `/`), then
+    /// kept until the connection changes. A session can move to a server of another version
+    /// without a new session (during a rolling upgrade): code that relies on a feature still
+    /// checks each answer (a `multi`'s create `Stat` with `Stat::is_invalid`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a `parent` that is not a valid path (nothing sent);
+    /// [`Error::ZooKeeper`] when the probe fails (`parent` missing, say); [`Error::NoAuth`]
+    /// when this session may not create there; [`Error::SessionExpired`] /
+    /// [`Error::SessionClosed`] between sessions and after close.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: the probe is one atomic transaction that leaves nothing behind; an
+    /// abandoned probe caches nothing.
+    pub async fn server_features(&self, parent: &str) -> Result<ServerFeatures> {
+        let conn = self.handle.shared.conn()?;
+        conn.features.learn(&conn.client, parent).await
+    }
+
+    /// What [`Session::server_features`] learned on the current connection, without asking:
+    /// `None` before the first probe, after every disconnection and in a new session.
+    pub fn known_server_features(&self) -> Option<ServerFeatures> {
+        self.handle.shared.conn().ok().and_then(|conn| conn.features.get())
+    }
+
     /// The session timeout asked for (given to [`Session::connect`] or [`ConnectOptions::new`]).
     /// The server may have granted another: [`Session::session_timeout`].
     pub fn requested_session_timeout(&self) -> Duration {

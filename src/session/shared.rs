@@ -42,8 +42,6 @@ pub(crate) struct Shared {
     listeners: Arc<Mutex<Listeners>>,
     /// What recent joins found: missing parents, their node alone (see `guess.rs`).
     pub(crate) guesses: Guesses,
-    /// What the server of the current connection can do, once probed (see `features.rs`).
-    pub(super) features: FeatureCache,
     /// Drives what holds and admitted waiters leave running (the watches on their nodes, the
     /// watches they no longer need) on one task.
     driver: Driver,
@@ -93,7 +91,6 @@ impl Shared {
             nodes: Mutex::default(),
             listeners: Arc::default(),
             guesses: Guesses::default(),
-            features: FeatureCache::default(),
             driver: Driver::default(),
             supervisor: Mutex::new(None),
         })
@@ -121,7 +118,6 @@ impl Shared {
                  (Session::session_timeout)"
             );
         }
-        self.features.forget();
         *lock(&self.contact.last) = (generation, Some(asked));
         self.contact.channel.send_replace(Some(asked));
         let conn = Conn::new(client, generation, self);
@@ -291,6 +287,8 @@ pub(crate) struct Conn {
     shared: Weak<Shared>,
     /// This generation's plain deletes, batched while others are in flight.
     deletes: Arc<Deletes>,
+    /// What the server of the current connection can do, once probed (see `features.rs`).
+    pub features: Arc<FeatureCache>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -316,7 +314,7 @@ impl Conn {
             _ => false,
         });
         let deletes = Arc::new(Deletes::new(client.clone(), drive));
-        Conn { client, generation, shared: weak_shared, deletes }
+        Conn { client, generation, shared: weak_shared, deletes, features: Arc::default() }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {

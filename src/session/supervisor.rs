@@ -94,14 +94,14 @@ async fn serve(
         if reconnected {
             // A reconnection may be to another server (the Disconnected before it can be
             // skipped by the state channel): what the last one could do is not known of it.
-            shared.features.forget();
+            conn.features.forget();
             shared.nodelay().await;
         }
         match state {
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
             SessionState::Disconnected => {
                 // The next connection may be to a server of another version.
-                shared.features.forget();
+                conn.features.forget();
                 shared.suspend(generation)
             }
             // Connected: resume if suspended. Just back, but the window passed meanwhile: beat

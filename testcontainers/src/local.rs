@@ -6,6 +6,10 @@ use std::process::{Child, Command};
 
 use crate::{spawner, HarnessError, ZkVersion};
 
+/// The server's main class.
+const MAIN: &str = "org.apache.zookeeper.server.quorum.QuorumPeerMain";
+/// Where `flink-shaded-zookeeper-3` relocates ZooKeeper's classes.
+const FLINK_PREFIX: &str = "org.apache.flink.shaded.zookeeper3";
 /// Where Debian's `zookeeper` package puts the server jar.
 const DEBIAN_JAR: &str = "/usr/share/java/zookeeper.jar";
 /// Debian's slf4j binding that sends the server's log to stderr (our per-node log file).
@@ -24,6 +28,8 @@ pub(crate) const INSTALL_HINT: &str = "install one of:\n  \
 #[derive(Clone, Debug)]
 pub(crate) struct LocalInstall {
     classpath: String,
+    /// `QuorumPeerMain`'s class name: relocated in a shaded jar (Flink's, for 3.5.9).
+    main: String,
     /// The version its servers must report, or `None` for a `ZOOKEEPER_HOME` that `ZK_VERSION`
     /// does not name (the harness then only reports what the servers say).
     pub(crate) expect: Option<ZkVersion>,
@@ -48,7 +54,15 @@ impl LocalInstall {
             // 3.8 `zookeeper-jute.jar`, whose classes must not win.
             let jute = lib.join(format!("zookeeper-jute-{version}.jar"));
             let classpath = format!("{}:{}:{}/*", jute.display(), own.display(), lib.display());
-            return Ok(LocalInstall { classpath, expect: Some(version) });
+            return Ok(LocalInstall { classpath, main: MAIN.into(), expect: Some(version) });
+        }
+        // Flink's relocated copy of the whole server (PyPI's apache-flink-libraries), whose
+        // classes live under its own package prefix.
+        let shaded = lib.join(format!("flink-shaded-zookeeper-{version}.jar"));
+        if shaded.exists() {
+            let classpath = format!("{}:{}/*", shaded.display(), lib.display());
+            let main = format!("{FLINK_PREFIX}.{MAIN}");
+            return Ok(LocalInstall { classpath, main, expect: Some(version) });
         }
         if version == ZkVersion::V3_8_0 && Path::new(DEBIAN_JAR).exists() {
             return Ok(Self::debian());
@@ -75,7 +89,7 @@ impl LocalInstall {
             Ok(v) if !v.trim().is_empty() => Some(v.parse()?),
             _ => None,
         };
-        Ok(LocalInstall { classpath: format!("{}/*", lib.display()), expect })
+        Ok(LocalInstall { classpath: format!("{}/*", lib.display()), main: MAIN.into(), expect })
     }
 
     fn debian() -> LocalInstall {
@@ -88,7 +102,7 @@ impl LocalInstall {
                 classpath.push_str(extra);
             }
         }
-        LocalInstall { classpath, expect: Some(ZkVersion::V3_8_0) }
+        LocalInstall { classpath, main: MAIN.into(), expect: Some(ZkVersion::V3_8_0) }
     }
 
     /// Starts one server with the given configuration file, system properties and extra
@@ -112,7 +126,7 @@ impl LocalInstall {
             .args(properties.iter().map(|(k, v)| format!("-D{k}={v}")))
             .arg("-cp")
             .arg(&self.classpath)
-            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(&self.main)
             .arg(cfg)
             .envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(cpus) = cpus {

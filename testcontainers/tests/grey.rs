@@ -151,9 +151,11 @@ async fn a_full_log_disk_stops_the_server_writing_until_freed() {
 async fn a_leader_paused_past_the_session_timeout_loses_leadership_and_its_sessions() {
     let cluster = ZkCluster::ensemble(3).await.expect("ensemble");
     let old = cluster.wait_for_leader().await.expect("leader");
-    // A 2 s session that knows only the leader.
+    // A 2 s session that knows only the leader, with an ephemeral node that shows its life.
     let on_leader =
         connect(&cluster.client_addr(old).expect("addr").to_string(), Duration::from_secs(2)).await;
+    let ephemeral = CreateMode::Ephemeral.with_acls(Acls::anyone_all());
+    on_leader.create("/paused-leader-session", b"", &ephemeral).await.expect("create");
     let mut states = on_leader.state_watcher();
 
     cluster.freeze(old).expect("freeze");
@@ -166,7 +168,14 @@ async fn a_leader_paused_past_the_session_timeout_loses_leadership_and_its_sessi
         false
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await; // the rest of the 3 s pause
+    // A new leader restarts every session's expiry clock when it takes over: the pause lasts
+    // until the new leader has expired the session (its ephemeral node gone, as another server
+    // sees it), however long after the takeover that is, not a fixed time that may end first.
+    let observer = direct(&cluster, (old + 1) % 3).await;
+    await_true("the new leader to expire the paused leader's session", || async {
+        observer.check_stat("/paused-leader-session").await.is_ok_and(|stat| stat.is_none())
+    })
+    .await;
     cluster.thaw(old).expect("thaw");
 
     // The old leader rejoins as a follower; its session expired meanwhile (the new leader
