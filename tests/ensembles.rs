@@ -479,7 +479,15 @@ fn the_lock_set_workload_loses_no_acknowledged_add_across_a_rolling_upgrade() {
         out.status.success() && stdout.contains("violations: 0") && upgraded >= 1,
         "the chaos run across the upgrade:\n{stdout}\n{stderr}"
     );
-    for line in stdout.lines().filter(|l| l.contains("set-full") || l.contains("lost")) {
+    // Jepsen's set-full, per fenced set: every acknowledged add in the final read.
+    let fenced: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.trim_start().split(' ').next().is_some_and(|v| v.ends_with("-fenced")))
+        .collect();
+    assert_eq!(fenced.len(), 3, "zk, pg and redis fenced sets:\n{stdout}");
+    for line in fenced {
         println!("{line}");
+        assert!(line.contains(" acknowledged, 0 lost"), "an acknowledged add lost: {line}");
     }
+    assert!(stdout.contains("convergence: every server has the same"), "{stdout}");
 }
