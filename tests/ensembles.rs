@@ -491,3 +491,55 @@ fn the_lock_set_workload_loses_no_acknowledged_add_across_a_rolling_upgrade() {
     }
     assert!(stdout.contains("convergence: every server has the same"), "{stdout}");
 }
+
+/// A following session keeps its chroot and its credentials through the relay, on its first
+/// connection and after it moved to another server: its nodes land under the chroot, and a
+/// create with `Acls::creator_all()` (which the server refuses to a connection without
+/// credentials, even with `skipACL`) works before and after the move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_following_session_keeps_its_chroot_and_credentials_across_a_move() {
+    use zk_recipes::zookeeper_client::{Acls, CreateMode};
+    common::init_tracing();
+    let config = ClusterConfig { nodes: 3, reconfig: true, ..ClusterConfig::default() };
+    let mut zk = ZkCluster::start(config).await.expect("start a reconfigurable ensemble");
+    let options = ConnectOptions::new(Duration::from_secs(20))
+        .follow_ensemble(true)
+        .create_chroot(true)
+        .auth("digest", b"ensembles:secret");
+    let session = within("connect", Session::connect_with(&format!("{}/app", zk.connect_string()), &options))
+        .await
+        .expect("connect");
+    common::eventually("the configuration followed", || async { session.servers().len() == 3 }).await;
+    let mine = CreateMode::Persistent.with_acls(Acls::creator_all());
+    let admin = common::client(&zk.connect_string()).await;
+    assert!(
+        within("a stranger's create", admin.create("/theirs", b"x", &mine)).await.is_err(),
+        "a connection without credentials created a creator-only node"
+    );
+    within("create", common::raw(&session).create("/mine", b"x", &mine))
+        .await
+        .expect("create with credentials");
+    assert!(
+        within("check", admin.check_stat("/app/mine")).await.expect("check").is_some(),
+        "not under the chroot"
+    );
+
+    let id = common::raw(&session).session_id().0;
+    let mut on = None;
+    for i in 0..3 {
+        if serves(&zk, i, id).await {
+            on = Some(i);
+        }
+    }
+    let mut events = session.events();
+    zk.restart(on.expect("the session's server")).await.expect("restart its server");
+    saw(&mut events, ConnectionState::Suspended).await;
+    saw(&mut events, ConnectionState::Reconnected).await;
+    within("create again", common::raw(&session).create("/mine2", b"y", &mine))
+        .await
+        .expect("create with credentials after the move");
+    assert!(
+        within("check", admin.check_stat("/app/mine2")).await.expect("check").is_some(),
+        "not under the chroot"
+    );
+}
