@@ -164,3 +164,15 @@ fn a_client_key_never_reaches_debug_output() {
         other => panic!("a certificate was taken for a key: {other:?}"),
     }
 }
+
+/// Following the ensemble relays the connections: with TLS the relay would stand between the
+/// client and the server's certificate, so connecting refuses the pair at once, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_the_ensemble_over_tls_is_a_typed_error() {
+    let zk = tls_cluster(TlsMode::ServerAuth).await;
+    let options = ConnectOptions::new(Duration::from_secs(2)).tls(trust(files(&zk))).follow_ensemble(true);
+    match within("a bounded connect", Session::connect_with(&secure(&zk), &options)).await {
+        Err(Error::Tls { reason }) => assert!(reason.contains("follow_ensemble"), "{reason}"),
+        other => panic!("following the ensemble over TLS was accepted: {other:?}"),
+    }
+}

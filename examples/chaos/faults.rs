@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use zk_testcluster::{FaultProxy, Mode, ZkCluster};
+use zk_testcluster::{FaultProxy, Mode, ZkCluster, ZkVersion};
 
 use crate::checker::Pause;
 use crate::resource::{Epoch, History};
@@ -41,6 +41,7 @@ pub enum Fault {
     OneWayReplies,
     OneWayServers,
     LaggingFollower,
+    RollingUpgrade,
 }
 
 pub const FAULTS: [Fault; 23] = [
@@ -68,6 +69,15 @@ pub const FAULTS: [Fault; 23] = [
     Fault::OneWayServers,
     Fault::LaggingFollower,
 ];
+
+/// The kinds drawn only when `--faults` names them (never by default): [`Fault::RollingUpgrade`]
+/// changes the servers' version for the rest of the run.
+pub const OPT_IN: [Fault; 1] = [Fault::RollingUpgrade];
+
+/// Every kind `--faults` and a replayed history may name.
+pub fn known() -> impl Iterator<Item = Fault> {
+    FAULTS.into_iter().chain(OPT_IN)
+}
 
 /// How long [`Fault::PartitionServer`] cuts the leader off from the other servers: twice the
 /// session timeout, so that the sessions on the old leader must move to the majority (the old
@@ -198,6 +208,7 @@ pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result
             }
             "servers 0,1,2".into()
         }
+        Fault::RollingUpgrade => rolling_upgrade(zk).await?,
         Fault::PartitionClient => {
             let k = pick(rng);
             proxies[k].blackhole();
@@ -311,6 +322,29 @@ pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result
             format!("p{p} (pid {pid}; holding: {})", holder.as_deref().unwrap_or("-"))
         }
     })
+}
+
+/// A rolling upgrade (`--faults RollingUpgrade`): every server in turn, the followers first and
+/// the leader last, restarted as the version `ZK_UPGRADE_TO` names (3.9.6 by default) on its own
+/// data, each back and the quorum led before the next goes down. The run starts at `ZK_VERSION`
+/// (`ZK_VERSION=3.8.0`: from Debian 12's server). Once every server runs that version, it is a
+/// rolling restart.
+async fn rolling_upgrade(zk: &mut ZkCluster) -> Result<String, Error> {
+    let to = match std::env::var("ZK_UPGRADE_TO") {
+        Ok(v) if !v.trim().is_empty() => v.parse::<ZkVersion>()?,
+        _ => ZkVersion::V3_9_6,
+    };
+    let leader = zk.leader().await.ok();
+    let mut order: Vec<usize> = (0..zk.len()).filter(|&i| Some(i) != leader).collect();
+    order.extend(leader);
+    let mut steps = Vec::new();
+    for i in order {
+        let from = zk.version(i)?;
+        zk.restart_as(i, to).await?;
+        zk.wait_for_leader().await?;
+        steps.push(format!("server {i} {from} -> {}", zk.server_version(i).await?));
+    }
+    Ok(steps.join(", "))
 }
 
 /// The worker that most recently began a write still open (`fenced`: a lock-set worker

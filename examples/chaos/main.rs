@@ -19,6 +19,9 @@
 //! Every phase has a liveness watchdog (`watchdog.rs`): 15 s without a new hold, and it records
 //! what every server has.
 //! `--faults` limits the schedule to those kinds (as `faults.rs` names them: `ClockSlowWorker`..).
+//! `RollingUpgrade` is drawn only when `--faults` names it: every server in turn restarted as
+//! `ZK_UPGRADE_TO` (3.9.6 by default), the run having started at `ZK_VERSION`, e.g.
+//! `ZK_VERSION=3.8.0 chaos --phases lockset --faults RollingUpgrade --every-kind`.
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
 //! `semaphore`, `semmutex`, `multi`, `latch`, `selector`, `lockset`, and the options' `delay`,
 //! `maxhold`, `revoke` and `observer` (`workers_options.rs`, checked by `options_check.rs`)
@@ -387,12 +390,15 @@ fn main() {
     let kinds: Vec<Fault> = match arg("--faults") {
         Some(list) => {
             let names: Vec<&str> = list.split(',').collect();
-            let known = |n: &str| faults::FAULTS.iter().any(|f| format!("{f:?}") == n);
+            let known = |n: &str| faults::known().any(|f| format!("{f:?}") == n);
             if let Some(bad) = names.iter().find(|n| !known(n)) {
-                eprintln!("chaos: unknown fault {bad}; the kinds are {:?}", faults::FAULTS);
+                eprintln!(
+                    "chaos: unknown fault {bad}; the kinds are {:?}",
+                    faults::known().collect::<Vec<_>>()
+                );
                 std::process::exit(2);
             }
-            faults::FAULTS.iter().copied().filter(|f| names.contains(&format!("{f:?}").as_str())).collect()
+            faults::known().filter(|f| names.contains(&format!("{f:?}").as_str())).collect()
         }
         None => faults::FAULTS.to_vec(),
     };

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::checker::Pause;
-use crate::faults::{Fault, FaultRec, FAULTS};
+use crate::faults::{Fault, FaultRec};
 use crate::report::{self, json_str, secs};
 use crate::resource::{Epoch, History};
 use crate::{Error, Rng};
@@ -73,7 +73,7 @@ impl Source {
 
 /// A fault kind by its name in the history (`{:?}`).
 pub fn fault_named(name: &str) -> Option<Fault> {
-    FAULTS.iter().copied().find(|f| format!("{f:?}") == name)
+    crate::faults::known().find(|f| format!("{f:?}") == name)
 }
 
 /// The `schedule` member of the history: every phase's plan.
@@ -268,6 +268,7 @@ pub fn recheck_main(path: &str) -> Result<i32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::faults::FAULTS;
 
     #[test]
     fn a_schedule_reads_back_as_written() {

@@ -109,6 +109,7 @@ fn fault_label(f: &FaultRec) -> (&'static str, Scope) {
         "KillZkLeader" => ("kill leader", Scope::Servers),
         "FreezeZkFollower" => ("freeze follower", Scope::Servers),
         "RollingRestart" => ("rolling restart", Scope::Servers),
+        "RollingUpgrade" => ("rolling upgrade", Scope::Servers),
         "PartitionClient" => ("partition", Scope::Client),
         "SlowPath" => ("slow", Scope::Client),
         "ShortCut" => ("cut", Scope::Client),

@@ -22,6 +22,7 @@ pub struct ConnectOptions {
     create_chroot: bool,
     pub(crate) tcp_nodelay: bool,
     pub(crate) beat_period: f64,
+    pub(crate) follow_ensemble: bool,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -38,6 +39,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("create_chroot", &self.create_chroot)
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("beat_period", &self.beat_period)
+            .field("follow_ensemble", &self.follow_ensemble)
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
@@ -62,6 +64,7 @@ impl ConnectOptions {
             create_chroot: false,
             tcp_nodelay: true,
             beat_period: DEFAULT_BEAT_PERIOD,
+            follow_ensemble: false,
             #[cfg(feature = "tls")]
             tls: None,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -180,6 +183,46 @@ impl ConnectOptions {
         self.beat_period = fraction_of_timeout;
         self
     }
+
+    /// Follows the ensemble's configuration, as Curator's `EnsembleTracker` does: the session
+    /// reads `/zookeeper/config` (and watches it), and connects to the servers it names, so
+    /// that it carries on when `reconfig` replaces every server of the connect string. Off by
+    /// default. The connect string is used until the first configuration is read, and while
+    /// the configuration names no client addresses.
+    ///
+    /// The client crate cannot be given a new server list, so the session's connections go
+    /// through a relay on a loopback port of this process (one more hop on every request);
+    /// a connection moves only when its server leaves the configuration, as a reconnection
+    /// (`Suspended`, then `Reconnected`, same session). Follow only an ensemble whose
+    /// configuration names addresses this process can reach. docs/sessions.md, "Ensembles
+    /// that change", gives the rules.
+    ///
+    /// # Errors
+    /// Connecting fails at once with [`Error::Tls`] when TLS is on too: the relay would stand
+    /// between the client and the server's certificate.
+    pub fn follow_ensemble(mut self, on: bool) -> ConnectOptions {
+        self.follow_ensemble = on;
+        self
+    }
+}
+
+/// Each server of `connect` as `host:port` (`[v6]:port`), as the client crate reads them: what
+/// a relay starts with (see `relay.rs`).
+pub(crate) fn server_list(connect: &str) -> Vec<String> {
+    let (servers, _) = split_chroot(connect);
+    servers
+        .split(',')
+        .filter_map(host_port)
+        .map(
+            |(host, port)| {
+                if host.contains(':') {
+                    format!("[{host}]:{port}")
+                } else {
+                    format!("{host}:{port}")
+                }
+            },
+        )
+        .collect()
 }
 
 /// Every address the hosts of `connect` resolve to now (hosts that do not resolve are left out).
@@ -213,13 +256,21 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 ///
 /// # Cancel safety
 /// Cancel-safe: dropping the future abandons the attempt.
-pub(crate) async fn open_client(connect: &str, options: &ConnectOptions) -> Result<Client> {
+///
+/// `relay`: the address the client crate connects to instead of the servers, when the session
+/// follows the ensemble (`relay.rs`); the servers are still the ones probed after a failure.
+pub(crate) async fn open_client(
+    connect: &str,
+    relay: Option<SocketAddr>,
+    options: &ConnectOptions,
+) -> Result<Client> {
     check_session_timeout(options.session_timeout)?;
     check_beat_period(options.beat_period)?;
     let wait = connect_wait(options.session_timeout);
     let deadline = tokio::time::Instant::now() + wait;
     let (servers, chroot) = split_chroot(connect);
-    let client = open(servers, options, connect, deadline, wait).await?;
+    let dial = relay.map(|address| address.to_string());
+    let client = open(servers, dial.as_deref(), options, connect, deadline, wait).await?;
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &options.sasl {
         super::sasl::check_identity(&client, sasl, connect, deadline, wait).await?;
@@ -310,6 +361,7 @@ pub(crate) fn check_beat_period(fraction: f64) -> Result<()> {
 /// [`open_client`]).
 async fn open(
     servers: &str,
+    dial: Option<&str>,
     options: &ConnectOptions,
     shown: &str,
     deadline: tokio::time::Instant,
@@ -331,6 +383,14 @@ async fn open(
     }
     #[cfg(feature = "tls")]
     let secure = match &options.tls {
+        Some(_) if dial.is_some() => {
+            return Err(Error::Tls {
+                reason: "following the ensemble (ConnectOptions::follow_ensemble) relays the \
+                         connections, which would stand between the client and the server's \
+                         certificate: turn one of the two off"
+                    .to_string(),
+            })
+        }
         Some(tls) => {
             super::tls::check_server_names(servers)?;
             connector = connector.with_tls(tls.client_options());
@@ -348,6 +408,18 @@ async fn open(
             })
         }
     };
+    // Through a relay the client crate reads only the relay's address: the connect string is
+    // checked here as it would have checked it.
+    if dial.is_some() && !servers.split(',').all(|server| host_port(server).is_some()) {
+        return Err(Error::Connect {
+            connect: shown.to_string(),
+            reason: ConnectFailure::BadConnectString,
+            probes: Vec::new(),
+            waited: started.elapsed(),
+            source: ZkError::BadArguments(&"invalid connect string").into(),
+        });
+    }
+    let servers = dial.unwrap_or(servers);
     let attempt = || {
         let connector = connector.clone();
         async move {

@@ -17,6 +17,7 @@ mod parked;
 mod proof;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 mod sasl;
+mod relay;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]
@@ -97,7 +98,7 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let status = *self.handle.shared.reports.status.borrow();
         f.debug_struct("Session")
-            .field("connect", &self.handle.shared.connect)
+            .field("connect", &self.handle.shared.connect.shown)
             .field("state", &status.state)
             .field("generation", &status.generation)
             .finish()
@@ -155,8 +156,12 @@ impl Session {
     pub async fn connect_with(connect: &str, options: &ConnectOptions) -> Result<Session> {
         // The session cannot have been touched by its leader before we asked for it.
         let asked = std::time::Instant::now();
-        let client = open_client(connect, options).await?;
-        let shared = Shared::new(connect, options);
+        let relay = match options.follow_ensemble {
+            true => Some(relay::start(connect, options)?),
+            false => None,
+        };
+        let client = open_client(connect, relay.as_ref().map(|r| r.address()), options).await?;
+        let shared = Shared::new(connect, options, relay);
         let conn = shared.install(client, 1, asked);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
@@ -185,6 +190,17 @@ impl Session {
     /// [`Error::SessionClosed`] after [`Session::close`].
     pub fn client(&self) -> Result<Client> {
         self.handle.shared.conn().map(|c| Client::clone(&c.client))
+    }
+
+    /// The servers this session's connections go to (`host:port` each): the connect string's,
+    /// or, with [`ConnectOptions::follow_ensemble`], those of the ensemble's latest
+    /// configuration once it has been read.
+    pub fn servers(&self) -> Vec<String> {
+        let connect = &self.handle.shared.connect;
+        match &connect.relay {
+            Some(relay) => relay.servers(),
+            None => self::connect::server_list(&connect.shown),
+        }
     }
 
     /// Which session this is: 1 for the first, one more after each expiry.

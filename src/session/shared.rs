@@ -16,13 +16,14 @@ use super::features::FeatureCache;
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
 use super::nodelay;
+use super::relay::{Relay, Servers};
 use crate::error::{Error, Result};
 use crate::status::{ConnectionState, SessionStatus};
 use crate::util::lock;
 
 /// What the supervisor, the recipes' connections and the handles share.
 pub(crate) struct Shared {
-    pub(super) connect: String,
+    pub(super) connect: Servers,
     pub(super) options: ConnectOptions,
     /// The current raw client and its generation; `None` while a new session is being started
     /// and after close.
@@ -70,9 +71,9 @@ pub(super) struct Contact {
 
 impl Shared {
     /// The shared state of a session about to connect to `connect`.
-    pub(super) fn new(connect: &str, options: &ConnectOptions) -> Arc<Shared> {
+    pub(super) fn new(connect: &str, options: &ConnectOptions, relay: Option<Arc<Relay>>) -> Arc<Shared> {
         Arc::new(Shared {
-            connect: connect.to_string(),
+            connect: Servers { shown: connect.to_string(), relay },
             options: options.clone(),
             current: Mutex::new(None),
             reports: Reports {
@@ -131,8 +132,13 @@ impl Shared {
         if !self.options.tcp_nodelay {
             return;
         }
-        let connect = self.connect.clone();
-        let scan = tokio::task::spawn_blocking(move || nodelay::apply(&server_addresses(&connect)));
+        // Through a relay, the client's connection goes to the relay (which sets the option on
+        // its own sockets).
+        let (connect, relay) = (self.connect.shown.clone(), self.connect.relay_address());
+        let scan = tokio::task::spawn_blocking(move || match relay {
+            Some(relay) => nodelay::apply(&[relay]),
+            None => nodelay::apply(&server_addresses(&connect)),
+        });
         let sockets = scan.await.unwrap_or(0);
         if sockets == 0 && nodelay::SUPPORTED && !self.nodelay_missed.swap(true, Ordering::SeqCst) {
             tracing::warn!(

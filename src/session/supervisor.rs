@@ -83,6 +83,11 @@ async fn serve(
     let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
     let mut changed = false;
+    // Following the ensemble's configuration (`relay.rs`): a task of this generation.
+    let follow = shared.connect.relay.as_ref().map(|relay| {
+        let pause = conn.client.session_timeout() / 20;
+        super::relay::follow(zookeeper_client::Client::clone(&conn.client), relay.clone(), pause)
+    });
     let ended = loop {
         let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
         let reconnected = std::mem::take(&mut changed) && connected;
@@ -132,6 +137,9 @@ async fn serve(
     if let Some(beat) = beat {
         beat.abort();
     }
+    if let Some(follow) = follow {
+        follow.abort();
+    }
     ended
 }
 
@@ -177,7 +185,7 @@ async fn renew(
         let asked = Instant::now();
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
-            opened = open_client(&shared.connect, &shared.options) => match opened {
+            opened = open_client(&shared.connect.shown, shared.connect.relay_address(), &shared.options) => match opened {
                 Ok(client) => return Some((client, asked)),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },

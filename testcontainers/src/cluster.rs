@@ -15,6 +15,7 @@ mod config;
 mod faults;
 mod grey;
 mod links;
+mod members;
 mod mntr;
 mod sasl;
 mod versions;
@@ -29,6 +30,12 @@ pub use mntr::Mntr;
 const START_ATTEMPTS: usize = 3;
 
 struct Node {
+    /// The loopback address the client ports bind (127.0.0.1 unless moved: see
+    /// [`ZkCluster::move_client_address`]).
+    host: Ipv4Addr,
+    /// Whether the node is in the ensemble's configuration: written in the `server.N` lines of
+    /// the configs the harness writes (see [`ZkCluster::add_member`]).
+    member: bool,
     client_port: u16,
     secure_port: Option<u16>,
     quorum_port: u16,
@@ -53,11 +60,11 @@ impl Node {
     }
 
     fn client_addr(&self) -> SocketAddr {
-        (Ipv4Addr::LOCALHOST, self.client_port).into()
+        (self.host, self.client_port).into()
     }
 
     fn secure_addr(&self) -> Option<SocketAddr> {
-        self.secure_port.map(|port| (Ipv4Addr::LOCALHOST, port).into())
+        self.secure_port.map(|port| (self.host, port).into())
     }
 }
 
@@ -178,6 +185,8 @@ impl ZkCluster {
             .tempdir()
             .map_err(HarnessError::io("creating the cluster's temporary directory"))?;
         let nodes = vec![Node {
+            host: Ipv4Addr::LOCALHOST,
+            member: true,
             client_port: node.port,
             secure_port: None,
             quorum_port: 0,
@@ -218,6 +227,8 @@ impl ZkCluster {
         let ports = free_ports(per_node * n)?;
         let nodes = (0..n)
             .map(|i| Node {
+                host: Ipv4Addr::LOCALHOST,
+                member: true,
                 client_port: ports[per_node * i],
                 quorum_port: ports[per_node * i + 1],
                 election_port: ports[per_node * i + 2],

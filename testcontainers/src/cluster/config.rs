@@ -61,6 +61,10 @@ pub struct ClusterConfig {
     /// does not have, fail the start. Local backend only: the Docker backend returns
     /// [`HarnessError::Unsupported`] when asked for it.
     pub cpus: Option<Vec<usize>>,
+    /// Dynamic reconfiguration (`reconfigEnabled=true`, with `skipACL=yes` so that any client
+    /// may send `reconfig`; each `server.N` line carries its client address): for
+    /// [`ZkCluster::add_member`] and `Client::update_ensemble`. Ensembles only.
+    pub reconfig: bool,
     /// The ZooKeeper release every server runs (unless [`ClusterConfig::node_versions`] says
     /// otherwise). The default is [`ZkVersion::from_env`]: `ZK_VERSION`, else
     /// [`ZkVersion::DEFAULT`] (3.9.3); an unparsable `ZK_VERSION` fails [`ZkCluster::start`] with
@@ -111,6 +115,7 @@ impl Default for ClusterConfig {
             disk_stall: false,
             log_disk_mb: None,
             cpus: None,
+            reconfig: false,
             version: ZkVersion::from_env().unwrap_or(ZkVersion::DEFAULT),
             node_versions: Vec::new(),
         }

@@ -19,7 +19,7 @@ impl ZkCluster {
             let _ = writeln!(cfg, "dataLogDir={}", grey::log_dir(node).display());
         }
         let _ = writeln!(cfg, "clientPort={}", node.client_port);
-        let _ = writeln!(cfg, "clientPortAddress=127.0.0.1");
+        let _ = writeln!(cfg, "clientPortAddress={}", node.host);
         let _ = writeln!(cfg, "maxClientCnxns={}", c.max_client_cnxns);
         let _ = writeln!(cfg, "minSessionTimeout={}", 2 * tick);
         let _ = writeln!(cfg, "maxSessionTimeout={}", c.max_session_timeout.as_millis().max(2 * tick));
@@ -31,7 +31,7 @@ impl ZkCluster {
         if let (Some(port), Some(tls)) = (node.secure_port, &self.tls) {
             // TLS needs Netty (the default NIO factory has no TLS); PEM stores need no passwords.
             let _ = writeln!(cfg, "secureClientPort={port}");
-            let _ = writeln!(cfg, "secureClientPortAddress=127.0.0.1");
+            let _ = writeln!(cfg, "secureClientPortAddress={}", node.host);
             let _ = writeln!(cfg, "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory");
             let _ = writeln!(cfg, "ssl.keyStore.location={}", tls.server_store.display());
             let _ = writeln!(cfg, "ssl.keyStore.type=PEM");
@@ -49,15 +49,26 @@ impl ZkCluster {
             let _ = writeln!(cfg, "initLimit=50");
             let _ = writeln!(cfg, "syncLimit=10");
             let _ = writeln!(cfg, "standaloneEnabled=false");
-            let _ = writeln!(cfg, "reconfigEnabled=false");
-            for (j, peer) in self.nodes.iter().enumerate() {
+            let _ = writeln!(cfg, "reconfigEnabled={}", c.reconfig);
+            if c.reconfig {
+                // `reconfig` is for a super user; the test cluster lets anyone.
+                let _ = writeln!(cfg, "skipACL=yes");
+            }
+            for (j, peer) in self.nodes.iter().enumerate().filter(|(j, n)| n.member || *j == i) {
                 // A server binds its own line's ports; with links, it reaches each peer through
                 // the proxy of that ordered pair.
                 let (quorum, election) = match self.link(i, j) {
                     Some(link) => (link.proxy.addrs()[0].port(), link.proxy.addrs()[1].port()),
                     None => (peer.quorum_port, peer.election_port),
                 };
-                let _ = writeln!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
+                let _ = write!(cfg, "server.{}=127.0.0.1:{quorum}:{election}", j + 1);
+                match c.reconfig {
+                    // The client address goes in the dynamic configuration, for clients that
+                    // follow it (`/zookeeper/config`).
+                    true => writeln!(cfg, ":participant;{}:{}", peer.host, peer.client_port),
+                    false => writeln!(cfg),
+                }
+                .expect("writing to a String");
             }
         }
         for (k, v) in &c.extra {
