@@ -182,3 +182,14 @@ fn kinit(kdc: &Kdc, keytab: &Path) {
 fn kerberos_env_after_stop(cache: &str) {
     std::env::set_var("KRB5CCNAME", format!("MEMORY:{cache}"));
 }
+
+/// A session that follows the ensemble dials its loopback relay, and GSSAPI would ask for the
+/// relay's principal: without `SaslConfig::service_host` it is refused at once, typed, before
+/// any Kerberos call (so this needs no KDC and sets no Kerberos environment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn following_the_ensemble_with_gssapi_needs_the_service_host() {
+    let zk = ZkCluster::standalone().await.unwrap();
+    let options = gssapi(Duration::from_secs(4)).follow_ensemble(true);
+    let reason = refused(&zk.connect_string(), options).await;
+    assert!(reason.contains("SaslConfig::service_host"), "{reason}");
+}

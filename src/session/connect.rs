@@ -377,6 +377,16 @@ async fn open(
     }
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &options.sasl {
+        if dial.is_some() && sasl.names_service_by_dialed_host() {
+            return Err(Error::AuthFailed {
+                connect: shown.to_string(),
+                mechanism: sasl.mechanism(),
+                reason: "following the ensemble (ConnectOptions::follow_ensemble) dials a loopback \
+                         relay, whose address names no server's Kerberos principal: set \
+                         SaslConfig::service_host to the host part of the servers' principal"
+                    .to_string(),
+            });
+        }
         let hosts = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
         connector =
             super::sasl::preflight(sasl, hosts, shown, attempts_end, wait).await?.with_sasl(connector);

@@ -15,9 +15,9 @@ mod listeners;
 mod nodelay;
 mod parked;
 mod proof;
+mod relay;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 mod sasl;
-mod relay;
 mod shared;
 mod supervisor;
 #[cfg(feature = "tls")]

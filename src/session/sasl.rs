@@ -142,6 +142,18 @@ impl SaslConfig {
         }
     }
 
+    /// Whether the servers' principal is taken from the host each connection dials (GSSAPI
+    /// without [`SaslConfig::service_host`]): a session that follows the ensemble dials its
+    /// relay's loopback address, whose name is no server's principal.
+    pub(crate) fn names_service_by_dialed_host(&self) -> bool {
+        match &self.mechanism {
+            #[cfg(feature = "sasl-digest-md5")]
+            Mechanism::DigestMd5 { .. } => false,
+            #[cfg(feature = "sasl-gssapi")]
+            Mechanism::Gssapi { host, .. } => host.is_none(),
+        }
+    }
+
     /// `connector` authenticating with this configuration.
     pub(crate) fn with_sasl(&self, connector: zookeeper_client::Connector) -> zookeeper_client::Connector {
         connector.with_sasl(self.client_options())
