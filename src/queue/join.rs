@@ -6,7 +6,7 @@ use zookeeper_client::{Acls, CreateMode, Error as ZkError};
 use super::entry::{self, Entry, PendingCreate};
 use super::rule::{Admission, Decision};
 use super::stats::Count;
-use super::{Joined, Queue};
+use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
 use crate::session::Conn;
@@ -218,22 +218,14 @@ impl Queue {
         }
     }
 
-    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it,
-    /// `Err(FormatConflict)` when nodes of the other naming format share the path, and
-    /// `Err(SequenceWrapped)` when the path's sequence counter has wrapped (see `sort_queue`).
+    /// Decides on a listing for our entry (see [`decide_on`]).
     pub fn decide(
         &self,
         entry: &Entry,
         rule: &dyn Admission,
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
-        let queue = self.sorted_without_conflicts(children)?;
-        let me = queue
-            .iter()
-            .position(|n| n.name == entry.name)
-            .ok_or_else(|| Error::NodeDeleted { path: entry.path.clone() })?;
-        let decision = rule.decide(&queue, me);
-        Ok((queue, me, decision))
+        decide_on(&self.scheme, &self.root, rule, &entry.name, children)
     }
 }
 

@@ -13,9 +13,13 @@ use crate::session::Session;
 /// A distributed mutex over ZooKeeper, wire-compatible with Curator's `InterProcessMutex`.
 ///
 /// * **Fair and herd-free:** contenders queue as EPHEMERAL_SEQUENTIAL nodes and each watches
-///   its predecessor (and, two or more places back, the node ahead of that one too, so that it
-///   enters on its predecessor's deletion alone: one hop per handoff); a release wakes at most
-///   two waiters, and the lock is granted in creation order.
+///   its predecessor, so that a release wakes only the waiter behind it, and the lock is
+///   granted in creation order. Two or more places back, a waiter also watches for its
+///   predecessor's tombstone (created and deleted with that node by a release at the head), so
+///   that it enters on its predecessor's release alone, with no listing: one hop per handoff.
+///   With a [lock delay](LockOptions::lock_delay) there are no tombstones: such a waiter
+///   watches the node ahead of its predecessor instead, and a release wakes at most two
+///   waiters.
 /// * **Exclusive between tasks:** two `acquire` calls on one handle (or its clones), from any
 ///   two tasks, exclude each other, as a `tokio::sync::Mutex` would. They take turns in a local
 ///   FIFO in front of the ZooKeeper queue, so many tasks on one handle cost one node at a time.

@@ -362,3 +362,78 @@ impl super::lock::Lock for WriteLock {
         self.0.settled().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the read/write rule says of `me` on a listing of `/locks/rw`.
+    fn decide(me: &str, listing: &[&str]) -> Result<Decision> {
+        let scheme = NameScheme::curator(&[READ, WRITE]);
+        let root = LockPath::new("/locks/rw").unwrap();
+        let listing: Vec<String> = listing.iter().map(|c| c.to_string()).collect();
+        crate::queue::decide_on(&scheme, &root, &RwRule, me, &listing).map(|d| d.2)
+    }
+
+    /// In creation order: reader 1, writer 2, a writer's tombstone, reader 3, reader 4, writer 5,
+    /// and foreign children (a bare name, a malformed sequence).
+    const LISTING: [&str; 8] = [
+        "_c_e-__WRIT__0000000005",
+        "_c_c-__READ__0000000003",
+        "0000000001.released",
+        "_c_a-__READ__0000000001",
+        "notes",
+        "_c_b-__WRIT__0000000002",
+        "_c_x-__READ__00000000q4",
+        "_c_d-__READ__0000000004",
+    ];
+
+    #[test]
+    fn readers_share_and_wait_on_the_nearest_writer_ahead() {
+        assert_eq!(decide("_c_a-__READ__0000000001", &LISTING).unwrap(), Decision::Proceed);
+        assert_eq!(
+            decide("_c_b-__WRIT__0000000002", &LISTING).unwrap(),
+            Decision::Wait { on: 0, then_proceed: true }
+        );
+        // Behind a waiting writer a reader waits (writer preference), on that writer alone.
+        assert_eq!(
+            decide("_c_c-__READ__0000000003", &LISTING).unwrap(),
+            Decision::Wait { on: 1, then_proceed: true }
+        );
+        assert_eq!(
+            decide("_c_d-__READ__0000000004", &LISTING).unwrap(),
+            Decision::Wait { on: 1, then_proceed: true }
+        );
+        assert_eq!(
+            decide("_c_e-__WRIT__0000000005", &LISTING).unwrap(),
+            Decision::Wait { on: 3, then_proceed: false }
+        );
+        assert!(matches!(decide("_c_x-__READ__00000000q4", &LISTING), Err(Error::NodeDeleted { .. })));
+    }
+
+    #[test]
+    fn only_writers_look_ahead_and_leave_tombstones() {
+        let node = |name: &str, seq, marker| QueueNode { name: name.into(), seq, marker };
+        let queue = [
+            node("a", 1, WRITER),
+            node("b", 2, WRITER),
+            node("c", 3, 0),
+            node("d", 4, WRITER),
+            node("e", 5, 0),
+        ];
+        assert_eq!(RwRule.lookahead(&queue, 3, 2), Some(1));
+        assert_eq!(RwRule.lookahead(&queue, 4, 3), None, "a reader watches its writer only");
+        assert!(RwRule.leaves_tombstone(&queue, 0));
+        assert!(!RwRule.leaves_tombstone(&queue, 2));
+        // Two writers ahead of a reader: the nearest one's deletion does not admit it alone.
+        assert_eq!(RwRule.decide(&queue, 4), Decision::Wait { on: 3, then_proceed: false });
+    }
+
+    #[test]
+    fn a_wrapped_or_mixed_queue_is_refused() {
+        let wrapped = ["_c_a-__WRIT__2147483647", "_c_b-__READ__-2147483648"];
+        assert!(matches!(decide("_c_a-__WRIT__2147483647", &wrapped), Err(Error::SequenceWrapped { .. })));
+        let mixed = ["_c_a-__WRIT__0000000001", "_c_b-lock-0000000002"];
+        assert!(matches!(decide("_c_a-__WRIT__0000000001", &mixed), Err(Error::RecipeConflict { .. })));
+    }
+}
