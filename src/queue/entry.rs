@@ -371,6 +371,29 @@ impl Entry {
         (self.own.from_listing, self.own.alone) = (false, None);
     }
 
+    /// Before a waiting round: the data watch on our node, when the round may enter on a
+    /// deletion alone (`enters_on_deletion`: it is set before the watch on the node ahead, see
+    /// [`OwnCheck`]) and none is set, or when the join's listing's child watch stands in. A
+    /// waiter does not keep that child watch as its own-node watch (it would fire for every
+    /// join behind, and for the deletion we wait on, each time costing a read): the data watch
+    /// takes over, and the child watch is kept, unpolled, until that one fires (dropped
+    /// unfired, it would cost a request to remove it).
+    pub fn watch_own_for_wait(&mut self, enters_on_deletion: bool) {
+        if !(enters_on_deletion && self.own.event.is_none() || self.own.from_listing) {
+            return;
+        }
+        // (Without the child watch, the slot is empty here: nothing to keep.)
+        let child = self.own.event.take();
+        self.send_own_watch();
+        if let (Some(child), Some(own)) = (child, self.own.event.take()) {
+            self.own.event = Some(Box::pin(async move {
+                let own = own.await;
+                drop(child);
+                own
+            }));
+        }
+    }
+
     /// Our node was deleted by someone else: disarms (nothing to delete) and says so.
     pub fn gone(&mut self) -> Error {
         self.disarm();

@@ -40,6 +40,7 @@
 mod entry;
 mod events;
 mod join;
+mod plan;
 mod rule;
 mod stats;
 mod wait;

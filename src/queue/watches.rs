@@ -49,17 +49,7 @@ impl Queue {
         // The head's participant id, for a report: read behind the watches.
         let head = report.as_ref().map(|(_, _, head)| client.get_data(&self.root.child(head)));
         if let Some((name, request)) = tomb {
-            match request.await {
-                // Nothing of that name: the watch waits for its creation.
-                Ok((None, watcher)) => {
-                    tombs.insert(name.to_string(), Box::pin(watcher.changed()));
-                }
-                // A node of that name stands (nothing of ours makes one that lasts): its watch
-                // would never tell a creation. Dropped; we list when the node goes.
-                Ok((Some(_), _)) => tracing::debug!(node = name, "a node stands at a tombstone's name"),
-                // Without the watch, we list when the node goes.
-                Err(e) => tracing::debug!(node = name, error = %e, "could not watch a tombstone"),
-            }
+            arm_tomb(tombs, name, request.await);
         }
         let mut changed = false;
         for (at, (request, path)) in requests.into_iter().zip(&paths).enumerate() {
@@ -74,10 +64,8 @@ impl Queue {
                     armed.insert(names[at].clone(), Box::pin(watcher.changed()));
                 }
                 Err(ZkError::NoNode) => return Ok(Woke::Deleted(at)),
-                Err(e) if crate::error::is_connection_loss(&e) => {
-                    // Watches are re-armed by looking again once the client is back.
-                    return Ok(Woke::Changed(None));
-                }
+                // Watches are re-armed by looking again once the client is back.
+                Err(e) if crate::error::is_connection_loss(&e) => return Ok(Woke::Changed(None)),
                 Err(e) => return Err(Error::from_zk("watch", path, e)),
             }
         }
@@ -89,18 +77,7 @@ impl Queue {
         if changed {
             return Ok(Woke::Changed(None));
         }
-        let any = std::future::poll_fn(|cx| {
-            for (at, name) in names.iter().enumerate() {
-                let Some(watcher) = armed.get_mut(name) else { continue };
-                if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
-                    // Fired: it is spent.
-                    armed.remove(name);
-                    return std::task::Poll::Ready((at, event));
-                }
-            }
-            std::task::Poll::Pending
-        });
-        let (at, event) = while_ours_stands(entry, any).await?;
+        let (at, event) = while_ours_stands(entry, first_fired(armed, names)).await?;
         match event.event_type {
             EventType::NodeDeleted => {
                 self.counters.bump(Count::Wakeup);
@@ -112,6 +89,45 @@ impl Queue {
             _ => Ok(Woke::Changed(Some(at))),
         }
     }
+}
+
+/// Keeps the exists watch on the tombstone of the node `name` (see `Queue::tombstones`), from
+/// the answer to the request that set it.
+fn arm_tomb(
+    tombs: &mut Armed,
+    name: &str,
+    answer: std::result::Result<(Option<zookeeper_client::Stat>, zookeeper_client::OneshotWatcher), ZkError>,
+) {
+    match answer {
+        // Nothing of that name: the watch waits for its creation.
+        Ok((None, watcher)) => {
+            tombs.insert(name.to_string(), Box::pin(watcher.changed()));
+        }
+        // A node of that name stands (nothing of ours makes one that lasts): its watch would
+        // never tell a creation. Dropped; we list when the node goes.
+        Ok((Some(_), _)) => tracing::debug!(node = name, "a node stands at a tombstone's name"),
+        // Without the watch, we list when the node goes.
+        Err(e) => tracing::debug!(node = name, error = %e, "could not watch a tombstone"),
+    }
+}
+
+/// The first of the watches in `armed` on `names` to fire, with its index in `names`; spent,
+/// it is removed.
+fn first_fired<'a>(
+    armed: &'a mut Armed,
+    names: &'a [String],
+) -> impl std::future::Future<Output = (usize, zookeeper_client::WatchedEvent)> + 'a {
+    std::future::poll_fn(move |cx| {
+        for (at, name) in names.iter().enumerate() {
+            let Some(watcher) = armed.get_mut(name) else { continue };
+            if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
+                // Fired: it is spent.
+                armed.remove(name);
+                return std::task::Poll::Ready((at, event));
+            }
+        }
+        std::task::Poll::Pending
+    })
 }
 
 /// What a waiter watches: `names`, the nodes ahead that wake it (the one it waits on first),
