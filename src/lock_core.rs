@@ -406,8 +406,8 @@ impl LockCore {
         };
         let crate::queue::Joined { mut entry, children, root } = joined?;
         self.labels.queue_length(children.len());
-        span.record("node", entry.name.as_str());
-        span.record("seq", entry.seq);
+        span.record("node", entry.name());
+        span.record("seq", entry.seq());
 
         // The states below that are not the wait are boxed too, each only while it runs: the
         // future keeps room for the largest of its states. (`verify_root` boxes its one read

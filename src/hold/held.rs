@@ -73,7 +73,7 @@ impl Hold {
         labels: crate::metrics::Labels,
         max_hold: Option<Limit>,
     ) -> Arc<Hold> {
-        let root = entry.root.clone();
+        let root = entry.root().clone();
         let EntryParts { conn, path, czxid, own, follow_own, revoked, marks_release, tomb, alone } =
             entry.into_parts();
         let shared = session.shared().clone();

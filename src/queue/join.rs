@@ -191,10 +191,8 @@ impl Queue {
 
     /// An entry for our node `name`, carrying `data` and the queue's release marks.
     fn entry(&self, conn: &Conn, name: String, seq: i32, czxid: i64, data: &[u8]) -> Entry {
-        let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
-        entry.data = data.to_vec();
-        entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
-        entry
+        let mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
+        Entry::new(conn, &self.root, (name, seq, czxid), data, mark, &self.janitor)
     }
 
     /// Reads the round's listing into the outcome, once our node is in. The data watch on our
@@ -210,7 +208,7 @@ impl Queue {
     ) -> Result<Joined> {
         if plan.sends_data_watch() {
             entry.send_own_watch();
-            entry.own.follow = true;
+            entry.follow_own_watch();
         }
         let listed = match listing {
             Some(listing) => listing.await.ok(),
@@ -221,7 +219,7 @@ impl Queue {
                 // The listing (and its watch) failed: the data watch, then a listing after it,
                 // as on any path.
                 entry.send_own_watch();
-                entry.own.follow = true;
+                entry.follow_own_watch();
             }
             return Ok(Joined { children: self.list_on(conn).await?, entry, root: None });
         };
@@ -230,11 +228,8 @@ impl Queue {
             self.session.shared().guesses.idle.note(children.len() == 1);
         }
         if let Some((watcher, state)) = watch {
-            let (event, check, alone) = entry::own_watch_from_listing(watcher, state);
-            (entry.own.event, entry.own.check) = (Some(event), Some(check));
-            entry.own.alone = Some(alone);
-            entry.own.follow = true;
-            entry.own.from_listing = true;
+            entry.watch_own_from_listing(watcher, state);
+            entry.follow_own_watch();
         }
         Ok(Joined { entry, children, root })
     }
@@ -263,7 +258,7 @@ impl Queue {
         let mut entry = self.entry(conn, name, seq, czxid, data);
         if plan.watches_own() {
             entry.watch_self().await?;
-            entry.own.follow = true;
+            entry.follow_own_watch();
         }
         let children = self.list_on(conn).await?;
         Ok(Some(Joined { entry, children, root: None }))
@@ -276,7 +271,7 @@ impl Queue {
         rule: &dyn Admission,
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
-        decide_on(&self.scheme, &self.root, rule, &entry.name, children)
+        decide_on(&self.scheme, &self.root, rule, entry.name(), children)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{self, Entry, OwnEvent};
+use super::entry::{Entry, OwnEvent};
 use super::events::{Progress, QueueEvent};
 use super::rule::{Admission, Decision};
 use super::stats::Count;
@@ -67,7 +67,7 @@ impl Queue {
             if let Some(at_head) = round.behind_head(woke, &mut kept.tombs) {
                 return self.enter_behind_head(entry, &round, at_head, kept, progress).await;
             }
-            children = self.list_on(&entry.conn).await?;
+            children = self.list_on(entry.conn()).await?;
             if let Some(delay) = self.lock_delay {
                 self.account_departures(entry, &round, woke, (&children, &mut kept.armed), delay, progress);
             }
@@ -144,10 +144,10 @@ impl Queue {
         mut kept: Kept,
         progress: &mut Progress<'_>,
     ) -> Result<()> {
-        match entry::fired(&mut entry.own.event) {
+        match entry.own_fired() {
             Some(OwnEvent::Deleted) => return Err(entry.gone()),
             Some(OwnEvent::Session(state)) => return Err(session_error(state)),
-            None if entry.own.check.as_mut().is_some_and(|check| check.vouches()) => {
+            None if entry.own_vouches() => {
                 tracing::debug!("node ahead was the head: admitted without a request");
             }
             // The data changed (a revocation request?), the watch could not be set, or the
@@ -162,10 +162,10 @@ impl Queue {
         if round.tomb_for.is_some() && !round.then_proceed {
             self.counters.bump(Count::BehindHead);
         }
-        entry.mark.at_head = at_head;
+        entry.admitted_at_head(at_head);
         if let Some(delay) = self.lock_delay {
             progress.vanished_unclean(delay, &round.watched[0]);
-            entry.mark.hold_back(delay);
+            entry.hold_back(delay);
         }
         // Unfired tombstone watches never fire: dropped (removed), not kept.
         drop(kept.tombs);
@@ -198,7 +198,7 @@ impl Queue {
             };
             if !clean {
                 progress.vanished_unclean(delay, name);
-                entry.mark.hold_back(delay);
+                entry.hold_back(delay);
             }
         }
     }
@@ -210,7 +210,7 @@ impl Queue {
         let mut leftovers: Vec<_> =
             armed.drain().map(|(name, watch)| (self.root.child(&name), watch)).collect();
         leftovers.extend(listed.map(|watch| (self.root.as_str().to_string(), watch)));
-        entry.conn.keep_until_fired(leftovers);
+        entry.conn().keep_until_fired(leftovers);
     }
 
     /// Whether a waiter under `decision` waits on a child watch on the root (see
@@ -243,10 +243,10 @@ impl Queue {
     ) -> Result<Vec<String>> {
         if let Some(watch) = listed.take() {
             if let Some((first, ahead, head)) = report {
-                let holder = entry.conn.client.get_data(&self.root.child(&head)).await.ok();
+                let holder = entry.conn().client.get_data(&self.root.child(&head)).await.ok();
                 let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
                 // Reported once we watch: whatever the caller does on hearing it, we will see.
-                self.report_wait(&entry.name, progress, (first, ahead), holder, &head);
+                self.report_wait(entry.name(), progress, (first, ahead), holder, &head);
             }
             let event = while_ours_stands(entry, watch).await?;
             if event.event_type == EventType::Session {
@@ -261,7 +261,7 @@ impl Queue {
     /// [`Queue::watch_children`]).
     async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        let client = entry.conn.client.clone();
+        let client = entry.conn().client.clone();
         match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
             Ok((children, watcher)) => {
                 *listed = Some(Box::pin(watcher.changed()));
@@ -305,7 +305,7 @@ impl Queue {
         let event = QueueEvent::LockDelay { wait, vanished: vanished.to_string() };
         progress.delayed(wait);
         progress.emit(event);
-        if entry.own.event.is_none() {
+        if !entry.watches_own() {
             // Without it, neither our node's deletion nor the session's end (a close, an
             // expiry: both delete our node) would end the wait.
             entry.watch_self().await?;
@@ -323,7 +323,7 @@ impl Queue {
     ) -> Result<()> {
         if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
             // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
-            entry.mark.at_head = true;
+            entry.admitted_at_head(true);
         }
         // The alone check is kept only while the join's listing's child watch stands in for the
         // own-node watch, and a waiting round ends that (`Entry::send_own_watch`): when it is
@@ -331,15 +331,10 @@ impl Queue {
         // head, none after it), someone may be behind us from the start: our release leaves its
         // tombstone (see `AloneCheck`).
         if queue.len() != 1 {
-            entry.own.alone = None;
+            entry.forget_alone();
         }
         if rule.announce_admission(queue, me) {
-            let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
-            match on_connection_loss(|| client.set_data(&path, &data, None)).await {
-                Ok(_) => {}
-                Err(ZkError::NoNode) => return Err(Error::NodeDeleted { path }),
-                Err(e) => return Err(Error::from_zk("announce", &path, e)),
-            }
+            entry.touch().await?;
         }
         Ok(())
     }

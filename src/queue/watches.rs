@@ -2,7 +2,7 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent, PendingEvent};
+use super::entry::{Entry, OwnEvent};
 use super::events::Progress;
 use super::stats::Count;
 use super::{session_error, Queue};
@@ -28,7 +28,7 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) -> Result<Woke> {
         let names = watching.names;
-        let client = entry.conn.client.clone();
+        let client = entry.conn().client.clone();
         // A watch we no longer need is dropped (removed); one we still need is kept as it is:
         // it has seen every change since it was set.
         armed.retain(|name, _| names.contains(name));
@@ -56,7 +56,7 @@ impl Queue {
             let Some(request) = request else { continue };
             match request.await {
                 Ok((_, stat, watcher)) => {
-                    let accounted = seen.get(path).copied().unwrap_or(entry.czxid);
+                    let accounted = seen.get(path).copied().unwrap_or(entry.czxid());
                     if stat.mzxid > stat.czxid && stat.mzxid > accounted {
                         seen.insert(path.clone(), stat.mzxid);
                         changed = true;
@@ -72,7 +72,7 @@ impl Queue {
         if let (Some((first, ahead, _)), Some(head)) = (report, head) {
             let holder = head.await.ok().map(|(data, _)| crate::naming::split_data(&data).0);
             // Reported once we watch: whatever the caller does on hearing it, we will see.
-            self.report_wait(&entry.name, progress, (first, ahead), holder, &names[0]);
+            self.report_wait(entry.name(), progress, (first, ahead), holder, &names[0]);
         }
         if changed {
             return Ok(Woke::Changed(None));
@@ -178,24 +178,12 @@ pub(super) async fn while_ours_stands<F: std::future::Future>(
     loop {
         tokio::select! {
             biased;
-            event = own_event(&mut entry.own.event) => match event {
+            event = entry.own_event() => match event {
                 OwnEvent::Deleted => return Err(entry.gone()),
                 OwnEvent::Session(state) => return Err(session_error(state)),
                 OwnEvent::Changed => entry.watch_self().await?,
             },
             out = &mut fut => return Ok(out),
         }
-    }
-}
-
-/// Awaits the own-node watch event, if one is armed; clears the slot once it fires.
-async fn own_event(slot: &mut Option<PendingEvent>) -> OwnEvent {
-    match slot {
-        Some(event) => {
-            let fired = event.as_mut().await;
-            *slot = None;
-            fired
-        }
-        None => std::future::pending().await,
     }
 }
