@@ -311,7 +311,7 @@ impl OwnNodeWatch {
         matches!(self.state, OwnState::Set { .. })
     }
 
-    fn from_listing(&self) -> bool {
+    fn stands_in(&self) -> bool {
         matches!(self.state, OwnState::Set { from_listing: Some(_), .. })
     }
 
@@ -544,7 +544,7 @@ impl Entry {
     /// takes over, and the child watch is kept, unpolled, until that one fires (dropped
     /// unfired, it would cost a request to remove it).
     pub fn watch_own_for_wait(&mut self, enters_on_deletion: bool) {
-        if !(enters_on_deletion && !self.own.is_set() || self.own.from_listing()) {
+        if !(enters_on_deletion && !self.own.is_set() || self.own.stands_in()) {
             return;
         }
         // (Without the child watch, the slot is empty here: nothing to keep.)

@@ -108,8 +108,8 @@ impl Queue {
         path: &'a str,
         data: &[u8],
     ) -> Sent<
-        impl Future<Output = ZkResult<(Stat, CreateSequence)>> + 'a,
-        impl Future<Output = ZkResult<(Stat, CreateSequence)>> + 'a,
+        impl Future<Output = Created> + 'a,
+        impl Future<Output = Created> + 'a,
         impl Future<Output = ZkResult<Listed>> + 'a,
     > {
         let (client, root) = (&conn.client, self.root.as_str());
@@ -153,7 +153,7 @@ impl Queue {
     /// The parent create's error when it was not a guess and ours cannot decide.
     async fn parent_answer(
         &self,
-        parent: Option<impl Future<Output = ZkResult<(Stat, CreateSequence)>>>,
+        parent: Option<impl Future<Output = Created>>,
         plan: &JoinPlan,
     ) -> Result<bool> {
         let Some(parent) = parent else { return Ok(false) };
@@ -293,6 +293,9 @@ struct Listed {
 }
 
 type ZkResult<T> = std::result::Result<T, ZkError>;
+
+/// The answer to a create.
+type Created = ZkResult<(Stat, CreateSequence)>;
 
 /// ZooKeeper's sequence is an `i32` (the client widens it to `i64`).
 fn seq_i32(seq: i64) -> i32 {
