@@ -9,7 +9,7 @@ use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
 use crate::format::NodeFormat;
 use crate::guard::HoldView;
-use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, Participant};
+use crate::lock_core::{Acquire, FirstN, LockCore, LockSpec, NameScheme, Participant};
 use crate::markers::LATCH;
 use crate::options::LockOptions;
 use crate::session::Session;
@@ -349,7 +349,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         let guard = tokio::select! {
             // Dropping the acquire deletes our node (or a create in flight) in the background.
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever() => guard,
+            guard = inner.core.acquire(Acquire::forever()) => guard.and_then(|g| g.ok_or_else(|| inner.core.closed())),
         };
         let guard = match guard {
             Ok(guard) => guard,

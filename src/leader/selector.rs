@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, oneshot, watch, Notify};
 use super::context::LeadershipContext;
 use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
-use crate::lock_core::{LockCore, LockSpec, Participant};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant};
 use crate::options::LockOptions;
 use crate::session::Session;
 use crate::status::{LockStatus, LossPolicy};
@@ -436,7 +436,7 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever() => guard,
+            guard = inner.core.acquire(Acquire::forever()) => guard.and_then(|g| g.ok_or_else(|| inner.core.closed())),
         };
         let guard = match guard {
             Ok(guard) => guard,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Participant, QueueEvent, QueueStats, Wait};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant, QueueEvent, QueueStats, Wait};
 use crate::options::LockOptions;
 use crate::path::LockPath;
 use crate::session::Session;
@@ -97,7 +97,7 @@ impl InterProcessMutex {
     /// Cancel-safe: if the future is dropped at any point, our node (even one whose create was
     /// still in flight) is deleted in the background; [`InterProcessMutex::settled`] awaits that.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.core.acquire_forever().await
+        self.core.acquire(Acquire::forever()).await?.ok_or_else(|| self.core.closed())
     }
 
     /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else (or by
@@ -111,7 +111,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::Try).await
+        self.core.acquire(Acquire::new(Wait::Try)).await
     }
 
     /// Waits at most `timeout` (plus at most half a second to delete our node), whatever the
@@ -125,7 +125,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::at_most(Some(timeout))).await
+        self.core.acquire(Acquire::at_most(Some(timeout))).await
     }
 
     /// Whether a task holds the lock through this handle (or a clone) now, as far as it knows.
@@ -191,7 +191,7 @@ impl super::lock::Lock for InterProcessMutex {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.core.acquire_with_events(timeout, events).await
+        self.core.acquire(Acquire::at_most(timeout).reporting(events)).await
     }
     async fn settled(&self) {
         InterProcessMutex::settled(self).await

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
+    Acquire, Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
     QueueStats, Wait,
 };
 use crate::markers::{READ, WRITE, WRITER};
@@ -173,8 +173,8 @@ impl InterProcessReadWriteLock {
             writer_between: AtomicBool::new(false),
             writer_missing: AtomicBool::new(false),
         };
-        let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false, None).await?;
-        let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
+        let read = self.read.acquire(Acquire::forever().admitted_by(&rule)).await?;
+        let read = read.ok_or_else(|| self.read.closed())?;
         if rule.writer_missing.load(Ordering::SeqCst) {
             // The write hold was lost before the read node was in (its session expired and the
             // read was made in the next one, say): someone else may have written meanwhile.
@@ -192,11 +192,11 @@ impl InterProcessReadWriteLock {
     }
 
     async fn read_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.read.acquire(wait).await
+        self.read.acquire(Acquire::new(wait)).await
     }
 
     async fn write_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.write.acquire(wait).await
+        self.write.acquire(Acquire::new(wait)).await
     }
 
     /// Waits until the read lock is held.
@@ -207,7 +207,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn read(&self) -> Result<LockGuard> {
-        self.read.acquire_forever().await
+        self.read.acquire(Acquire::forever()).await?.ok_or_else(|| self.read.closed())
     }
 
     /// Takes the read lock only if it is free for readers now.
@@ -241,7 +241,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn write(&self) -> Result<LockGuard> {
-        self.write.acquire_forever().await
+        self.write.acquire(Acquire::forever()).await?.ok_or_else(|| self.write.closed())
     }
 
     /// Takes the write lock only if it is free now.
@@ -330,7 +330,7 @@ impl super::lock::Lock for ReadLock {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.0.read.acquire_with_events(timeout, events).await
+        self.0.read.acquire(Acquire::at_most(timeout).reporting(events)).await
     }
     async fn settled(&self) {
         self.0.settled().await
@@ -356,7 +356,7 @@ impl super::lock::Lock for WriteLock {
         timeout: Option<Duration>,
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
-        self.0.write.acquire_with_events(timeout, events).await
+        self.0.write.acquire(Acquire::at_most(timeout).reporting(events)).await
     }
     async fn settled(&self) {
         self.0.settled().await

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode, QueueStats, Wait,
+    Acquire, Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
+    QueueStats, Wait,
 };
 use crate::markers::LEASE as LEASE_MARKER;
 use crate::options::LockOptions;
@@ -164,7 +165,7 @@ impl InterProcessSemaphore {
 
     async fn acquire_with(&self, leases: u32, wait: Wait) -> Result<Option<LockGuard>> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_marked(wait, &marker).await
+        self.core.acquire(Acquire::new(wait).marked(&marker)).await
     }
 
     /// Waits until one lease is held.
@@ -210,7 +211,7 @@ impl InterProcessSemaphore {
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire_many(&self, leases: u32) -> Result<LockGuard> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_marked_forever(&marker).await
+        self.core.acquire(Acquire::forever().marked(&marker)).await?.ok_or_else(|| self.core.closed())
     }
 
     /// Takes `leases` leases only if they are free now (and nobody is queued ahead).
@@ -254,7 +255,7 @@ impl InterProcessSemaphore {
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_reporting(Wait::at_most(timeout), &marker, events).await
+        self.core.acquire(Acquire::at_most(timeout).marked(&marker).reporting(events)).await
     }
 
     /// Lease holders and waiters in order.
