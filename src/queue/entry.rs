@@ -14,7 +14,7 @@ use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::session::Conn;
+use crate::session::{Conn, Departure};
 use crate::util::{on_connection_loss, poll_now, Janitor};
 
 /// What the data watch on our own node reported.
@@ -380,20 +380,20 @@ pub(crate) struct Entry {
     revoke_requested: bool,
     /// Our node's data (the participant id), for rewriting it unchanged.
     data: Vec<u8>,
-    /// What our delete says (see [`CleanMark`]).
-    mark: CleanMark,
+    /// What our delete says (see [`Leaving`]).
+    leaving: Leaving,
     janitor: Janitor,
     armed: bool,
 }
 
 impl Entry {
-    /// Our node `name` under `root`, created with `data`; its delete says what `mark` says.
+    /// Our node `name` under `root`, created with `data`; its delete says what `leaving` says.
     pub fn new(
         conn: &Conn,
         root: &LockPath,
         (name, seq, czxid): (String, i32, i64),
         data: &[u8],
-        mark: CleanMark,
+        leaving: Leaving,
         janitor: &Janitor,
     ) -> Entry {
         let path = root.child(&name);
@@ -408,7 +408,7 @@ impl Entry {
             own: OwnNodeWatch::default(),
             revoke_requested: false,
             data: data.to_vec(),
-            mark,
+            leaving,
             janitor: janitor.clone(),
             armed: true,
         }
@@ -513,14 +513,14 @@ impl Entry {
     }
 
     /// We were admitted at the head of the queue, every node before ours gone (or not, when
-    /// `at_head` is false): our release may say so (see [`CleanMark::tomb`]).
+    /// `at_head` is false): our release may say so (see [`Leaving::tomb`]).
     pub fn admitted_at_head(&mut self, at_head: bool) {
-        self.mark.at_head = at_head;
+        self.leaving.at_head = at_head;
     }
 
-    /// A node ahead of ours vanished without a clean release (see [`CleanMark::hold_back`]).
+    /// A node ahead of ours vanished without a clean release (see [`Leaving::hold_back`]).
     pub fn hold_back(&mut self, delay: std::time::Duration) {
-        self.mark.hold_back(delay);
+        self.leaving.hold_back(delay);
     }
 
     /// Rewrites our node's data unchanged: a data change that wakes the waiter watching it.
@@ -579,8 +579,8 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
-        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked, tomb)).await {
+        let departure = self.leaving.departure();
+        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, departure)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -604,59 +604,67 @@ impl Entry {
             own: self.own.take_event(),
             follow_own: self.own.follow,
             revoked: self.revoke_requested,
-            marks_release: self.mark.on,
-            tomb: self.mark.tomb(),
+            clean_releases: self.leaving.clean,
+            tomb: self.leaving.tomb(),
             alone,
         }
     }
 }
 
-/// What a delete of our node says. Whether it is clean: the lock delay is on for its queue, and
-/// it is not within a delay we began. Whether it leaves a tombstone: the queue's waiters watch
-/// for them, and our node was admitted at the head of the queue (see `Conn::send_delete`).
+/// How our node will leave: what its delete says (a [`Departure`]). A clean release when the
+/// queue's lock delay is on and the delete is not within a delay we began; a tombstone when the
+/// queue's waiters watch for them and our node was admitted at the head of the queue. A queue
+/// has one or the other (`Queue::tombstones`: off with a lock delay).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct CleanMark {
-    /// The queue's lock delay is on.
-    pub on: bool,
+pub(crate) struct Leaving {
+    /// Our releases are clean ones (the queue's lock delay is on; off for good after a delay
+    /// past the end of time).
+    clean: bool,
     /// Tombstones are on for the queue (no lock delay: `Queue::tombstones`).
-    pub tombstones: bool,
+    tombstones: bool,
     /// Our node was admitted at the head of the queue (every node before it was gone), and the
     /// rule says the waiter behind it watches for its tombstone
     /// (`Admission::leaves_tombstone`). Set only when that is known (a listing showed our node
     /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
     /// of a node further back.
-    pub at_head: bool,
+    at_head: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was
     /// clean (that one would enter at once).
     after: Option<std::time::Instant>,
 }
 
-impl CleanMark {
-    /// Marks when `on`.
-    pub fn new(on: bool, tombstones: bool) -> CleanMark {
-        CleanMark { on, tombstones, at_head: false, after: None }
+impl Leaving {
+    /// Clean releases when `clean` (a lock delay), tombstones when `tombstones`.
+    pub fn new(clean: bool, tombstones: bool) -> Leaving {
+        Leaving { clean, tombstones, at_head: false, after: None }
     }
 
     /// Whether our delete leaves a tombstone: only a node admitted at the head may say so, for
     /// the waiter behind it takes it for proof that every node before it is gone.
-    pub fn tomb(&self) -> bool {
+    fn tomb(&self) -> bool {
         self.tombstones && self.at_head
     }
 
     /// A node ahead of ours vanished without a clean release: until `delay` from now, our own
-    /// delete (if we leave) is not marked clean.
-    pub fn hold_back(&mut self, delay: std::time::Duration) {
+    /// delete (if we leave) is not a clean release.
+    fn hold_back(&mut self, delay: std::time::Duration) {
         match std::time::Instant::now().checked_add(delay) {
             Some(until) => self.after = Some(self.after.map_or(until, |at| at.max(until))),
             // Past the end of time: never clean.
-            None => self.on = false,
+            None => self.clean = false,
         }
     }
 
-    /// Whether a delete now says it is clean.
-    pub fn now(&self) -> bool {
-        self.on && self.after.is_none_or(|at| std::time::Instant::now() >= at)
+    /// What a delete sent now says.
+    fn departure(&self) -> Departure {
+        if self.clean && self.after.is_none_or(|at| std::time::Instant::now() >= at) {
+            Departure::Clean
+        } else if self.tomb() {
+            Departure::Tombstone
+        } else {
+            Departure::Plain
+        }
     }
 }
 
@@ -668,8 +676,9 @@ pub(crate) struct EntryParts {
     pub own: Option<PendingEvent>,
     pub follow_own: bool,
     pub revoked: bool,
-    pub marks_release: bool,
-    /// Whether its delete leaves a tombstone (see [`CleanMark::tomb`]), unless it knows then
+    /// Whether its releases are clean ones (see [`Leaving`]).
+    pub clean_releases: bool,
+    /// Whether its delete leaves a tombstone (see [`Leaving::tomb`]), unless it knows then
     /// that nobody is queued behind it (`alone`).
     pub tomb: bool,
     /// Whether nobody has joined behind our node since the join's listing (see [`AloneCheck`]).
@@ -681,13 +690,13 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
+        let departure = self.leaving.departure();
         let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.take_event();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly_marked(&path, marked, tomb).await;
+            conn.delete_quietly_as(&path, departure).await;
             drop(own);
         });
     }

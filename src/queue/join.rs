@@ -191,8 +191,8 @@ impl Queue {
 
     /// An entry for our node `name`, carrying `data` and the queue's release marks.
     fn entry(&self, conn: &Conn, name: String, seq: i32, czxid: i64, data: &[u8]) -> Entry {
-        let mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
-        Entry::new(conn, &self.root, (name, seq, czxid), data, mark, &self.janitor)
+        let leaving = entry::Leaving::new(self.lock_delay.is_some(), self.tombstones());
+        Entry::new(conn, &self.root, (name, seq, czxid), data, leaving, &self.janitor)
     }
 
     /// Reads the round's listing into the outcome, once our node is in. The data watch on our

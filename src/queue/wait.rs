@@ -322,7 +322,7 @@ impl Queue {
         me: usize,
     ) -> Result<()> {
         if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
-            // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
+            // Every node before ours is gone: our release may say so (see `Leaving::tomb`).
             entry.admitted_at_head(true);
         }
         // The alone check is kept only while the join's listing's child watch stands in for the

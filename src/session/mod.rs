@@ -30,7 +30,7 @@ use self::connect::open_client;
 pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
 pub(crate) use self::listeners::{Listener, Registration};
-pub(crate) use self::shared::{Conn, Shared};
+pub(crate) use self::shared::{Conn, Departure, Shared};
 #[cfg(feature = "tls")]
 pub use self::tls::TlsConfig;
 #[cfg(doc)]
