@@ -155,20 +155,19 @@ impl std::fmt::Debug for LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// A latch on `path` for participant `id`, with the other options at their defaults: a
-    /// shorthand for [`LeaderLatch::with_options`] with [`LatchOptions::participant_id`], in the
-    /// shape of Curator's `new LeaderLatch(client, path, id)`. Nothing is sent until
-    /// [`LeaderLatch::start`].
+    /// A latch on `path` with default options (participant id `hostname:pid`), as every
+    /// recipe's `new`. Nothing is sent until [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(session: &Session, path: &str, id: &str) -> Result<LeaderLatch> {
-        Self::with_options(session, path, LatchOptions::new().participant_id(id))
+    pub fn new(session: &Session, path: &str) -> Result<LeaderLatch> {
+        Self::with_options(session, path, LatchOptions::new())
     }
 
-    /// A latch on `path` with explicit options, the participant id among them (default
-    /// `hostname:pid`), as the locks' `with_options` and [`crate::LeaderSelector::new`]. Nothing
-    /// is sent until [`LeaderLatch::start`].
+    /// A latch on `path` with explicit options, the participant id among them
+    /// ([`LatchOptions::participant_id`], default `hostname:pid`; Curator's
+    /// `new LeaderLatch(client, path, id)`), as every recipe's `with_options`. Nothing is sent
+    /// until [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
