@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{Acquire, LockCore, LockSpec, Participant, QueueEvent, QueueStats, Wait};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant, QueueStats, Wait};
 use crate::options::LockOptions;
 use crate::path::LockPath;
 use crate::session::Session;
@@ -172,28 +172,7 @@ impl InterProcessMutex {
     }
 }
 
-#[async_trait::async_trait]
-impl super::lock::Lock for InterProcessMutex {
-    fn lock_path(&self) -> &str {
-        self.core.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        InterProcessMutex::acquire(self).await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        InterProcessMutex::try_acquire(self).await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        InterProcessMutex::acquire_timeout(self, timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.core.acquire(Acquire::at_most(timeout).reporting(events)).await
-    }
-    async fn settled(&self) {
-        InterProcessMutex::settled(self).await
-    }
-}
+super::lock::lock_on_core!(
+    InterProcessMutex, |l| core: l.core,
+    acquire: l.acquire(), try: l.try_acquire(), timeout(t): l.acquire_timeout(t), settled: l.settled(),
+);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Acquire, Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
-    QueueStats, Wait,
+    Acquire, Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats,
+    Wait,
 };
 use crate::markers::{READ, WRITE, WRITER};
 use crate::options::LockOptions;
@@ -311,57 +311,15 @@ pub struct ReadLock(InterProcessReadWriteLock);
 #[derive(Clone, Debug)]
 pub struct WriteLock(InterProcessReadWriteLock);
 
-#[async_trait::async_trait]
-impl super::lock::Lock for ReadLock {
-    fn lock_path(&self) -> &str {
-        self.0.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        self.0.read().await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.0.try_read().await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.0.read_timeout(timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.0.read.acquire(Acquire::at_most(timeout).reporting(events)).await
-    }
-    async fn settled(&self) {
-        self.0.settled().await
-    }
-}
+super::lock::lock_on_core!(
+    ReadLock, |l| core: l.0.read,
+    acquire: l.0.read(), try: l.0.try_read(), timeout(t): l.0.read_timeout(t), settled: l.0.settled(),
+);
 
-#[async_trait::async_trait]
-impl super::lock::Lock for WriteLock {
-    fn lock_path(&self) -> &str {
-        self.0.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        self.0.write().await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.0.try_write().await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.0.write_timeout(timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.0.write.acquire(Acquire::at_most(timeout).reporting(events)).await
-    }
-    async fn settled(&self) {
-        self.0.settled().await
-    }
-}
+super::lock::lock_on_core!(
+    WriteLock, |l| core: l.0.write,
+    acquire: l.0.write(), try: l.0.try_write(), timeout(t): l.0.write_timeout(t), settled: l.0.settled(),
+);
 
 #[cfg(test)]
 mod tests {
