@@ -48,10 +48,10 @@ impl Hold {
     /// next request, so a plain delete may wait to go out with the session's other plain
     /// deletes in one `multi` (see `session/deletes.rs`). Await the answer with
     /// [`Hold::finish_delete`]. A `release` (not the end of a hold limit) is a clean one for
-    /// waiters with a lock delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
-    /// whose node still stands is one that passed its limit, its owner deleting the node
-    /// (see `Limit::owner_deletes`). A holder admitted at the head leaves a tombstone, unless
-    /// it knows that nobody is queued behind it (see `Node::leaves_tomb`).
+    /// waiters with a lock delay, when ours is on. The delete of a lost hold is never clean:
+    /// the one lost hold whose node still stands is one that passed its limit, its owner
+    /// deleting the node (see `Limit::owner_deletes`). A holder admitted at the head leaves a
+    /// tombstone, unless it knows that nobody is queued behind it (see `Node::leaves_tomb`).
     pub fn send_delete(self: &Arc<Self>, release: bool, batched: bool) -> SentDelete {
         self.monitor.begin_release();
         let was_lost = self.current_status() == LockStatus::Lost;

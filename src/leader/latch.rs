@@ -348,7 +348,9 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         let guard = tokio::select! {
             // Dropping the acquire deletes our node (or a create in flight) in the background.
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire(Acquire::forever()) => guard.and_then(|g| g.ok_or_else(|| inner.core.closed())),
+            guard = inner.core.acquire(Acquire::forever()) => {
+                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
+            }
         };
         let guard = match guard {
             Ok(guard) => guard,

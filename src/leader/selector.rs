@@ -445,7 +445,9 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire(Acquire::forever()) => guard.and_then(|g| g.ok_or_else(|| inner.core.closed())),
+            guard = inner.core.acquire(Acquire::forever()) => {
+                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
+            }
         };
         let guard = match guard {
             Ok(guard) => guard,
