@@ -51,24 +51,10 @@ impl Queue {
         if let Some((name, request)) = tomb {
             arm_tomb(tombs, name, request.await);
         }
-        let mut changed = false;
-        for (at, (request, path)) in requests.into_iter().zip(&paths).enumerate() {
-            let Some(request) = request else { continue };
-            match request.await {
-                Ok((_, stat, watcher)) => {
-                    let accounted = seen.get(path).copied().unwrap_or(entry.czxid());
-                    if stat.mzxid > stat.czxid && stat.mzxid > accounted {
-                        seen.insert(path.clone(), stat.mzxid);
-                        changed = true;
-                    }
-                    armed.insert(names[at].clone(), Box::pin(watcher.changed()));
-                }
-                Err(ZkError::NoNode) => return Ok(Woke::Deleted(at)),
-                // Watches are re-armed by looking again once the client is back.
-                Err(e) if crate::error::is_connection_loss(&e) => return Ok(Woke::Changed(None)),
-                Err(e) => return Err(Error::from_zk("watch", path, e)),
-            }
-        }
+        let changed = match arm_watches(requests, (names, &paths), seen, armed, entry.czxid()).await? {
+            Ok(changed) => changed,
+            Err(woke) => return Ok(woke),
+        };
         if let (Some((first, ahead, _)), Some(head)) = (report, head) {
             let holder = head.await.ok().map(|(data, _)| crate::naming::split_data(&data).0);
             // Reported once we watch: whatever the caller does on hearing it, we will see.
@@ -89,6 +75,46 @@ impl Queue {
             _ => Ok(Woke::Changed(Some(at))),
         }
     }
+}
+
+/// Reads the answers to the data watches sent on the nodes `names` (at `paths`; `None`: kept
+/// from an earlier round), keeping each set one in `armed`. `Ok(Ok(changed))` once all are
+/// set: whether a node's data changed after our node was created (`czxid`) and after the last
+/// change accounted for in `seen`. `Ok(Err(woke))` when a node was gone, or the connection
+/// lost (the watches are set again by looking again once the client is back).
+async fn arm_watches<F>(
+    requests: Vec<Option<F>>,
+    (names, paths): (&[String], &[String]),
+    seen: &mut std::collections::HashMap<String, i64>,
+    armed: &mut Armed,
+    czxid: i64,
+) -> Result<std::result::Result<bool, Woke>>
+where
+    F: std::future::Future<
+        Output = std::result::Result<
+            (Vec<u8>, zookeeper_client::Stat, zookeeper_client::OneshotWatcher),
+            ZkError,
+        >,
+    >,
+{
+    let mut changed = false;
+    for (at, (request, path)) in requests.into_iter().zip(paths).enumerate() {
+        let Some(request) = request else { continue };
+        match request.await {
+            Ok((_, stat, watcher)) => {
+                let accounted = seen.get(path).copied().unwrap_or(czxid);
+                if stat.mzxid > stat.czxid && stat.mzxid > accounted {
+                    seen.insert(path.clone(), stat.mzxid);
+                    changed = true;
+                }
+                armed.insert(names[at].clone(), Box::pin(watcher.changed()));
+            }
+            Err(ZkError::NoNode) => return Ok(Err(Woke::Deleted(at))),
+            Err(e) if crate::error::is_connection_loss(&e) => return Ok(Err(Woke::Changed(None))),
+            Err(e) => return Err(Error::from_zk("watch", path, e)),
+        }
+    }
+    Ok(Ok(changed))
 }
 
 /// Keeps the exists watch on the tombstone of the node `name` (see `Queue::tombstones`), from
