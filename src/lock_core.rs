@@ -152,6 +152,29 @@ fn by_deadline<F: std::future::Future>(
     }
 }
 
+/// Takes the handle's local turn: another task's hold on this handle keeps it, lost or not,
+/// until that hold is released or dropped (as a `tokio::sync::Mutex` guard keeps its lock).
+/// A deadline bounds the wait (`None`: it passed, or a try found it taken); a close ends it at
+/// once with [`Error::SessionClosed`].
+async fn take_turn(
+    turn: &Arc<tokio::sync::Mutex<()>>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    session: &crate::session::Shared,
+) -> Result<Option<OwnedMutexGuard<()>>> {
+    Ok(match wait {
+        Wait::Try => turn.clone().try_lock_owned().ok(),
+        // Free: taken at once, without following the session's close.
+        _ => match turn.clone().try_lock_owned() {
+            Ok(taken) => Some(taken),
+            Err(_) => tokio::select! {
+                taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
+                () = session.closing() => return Err(Error::SessionClosed),
+            },
+        },
+    })
+}
+
 /// A lock on a queue: a marker for our nodes, a rule for admission, and (for exclusive locks) a
 /// local turn that tasks sharing the handle take one at a time.
 pub(crate) struct LockCore {
@@ -321,27 +344,11 @@ impl LockCore {
         if session.is_closed() {
             return Err(Error::SessionClosed);
         }
-        // The handle's local turn: another task's hold on this handle keeps it, lost or not,
-        // until that hold is released or dropped (as a `tokio::sync::Mutex` guard keeps its
-        // lock). A deadline bounds the wait; a close ends it at once.
         let turn = match (&self.turn, request.take_turn) {
-            (Some(turn), true) => {
-                let taken = match wait {
-                    Wait::Try => turn.clone().try_lock_owned().ok(),
-                    // Free: taken at once, without following the session's close.
-                    _ => match turn.clone().try_lock_owned() {
-                        Ok(taken) => Some(taken),
-                        Err(_) => tokio::select! {
-                            taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
-                            () = session.closing() => return Err(Error::SessionClosed),
-                        },
-                    },
-                };
-                match taken {
-                    Some(taken) => Some(taken),
-                    None => return Ok(None),
-                }
-            }
+            (Some(turn), true) => match take_turn(turn, wait, deadline, session).await? {
+                Some(taken) => Some(taken),
+                None => return Ok(None),
+            },
             _ => None,
         };
         loop {
