@@ -33,7 +33,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Duration::from_millis(arg("--session-timeout-ms").and_then(|s| s.parse().ok()).unwrap_or(4000));
     let path = arg("--path").unwrap_or_else(|| "/zk-recipes-demo/leader".into());
     let session = Session::connect(&connect, timeout).await?;
-    let latch = LeaderLatch::new(&session, &path, &id)?;
+    let latch =
+        LeaderLatch::with_options(&session, &path, zk_recipes::LatchOptions::new().participant_id(&id))?;
     latch.start()?;
     println!("[{id}] joined {path} (session timeout {} ms)", timeout.as_millis());
     let mut changes = latch.leadership();

@@ -66,7 +66,11 @@ async fn run() -> Result<(), Error> {
         seen
     });
 
-    let latch = LeaderLatch::new(&session, "/demo/recovery/leader", "worker-1")?;
+    let latch = LeaderLatch::with_options(
+        &session,
+        "/demo/recovery/leader",
+        zk_recipes::LatchOptions::new().participant_id("worker-1"),
+    )?;
     latch.start()?;
     let first = within("leadership", latch.await_leadership()).await??;
     println!("{} latch leads with fencing token {first}", at());

@@ -45,6 +45,54 @@ impl Wait {
     }
 }
 
+/// One acquire request, the recipes' way into the engine ([`LockCore::acquire`]): how long it
+/// may wait, and what differs from the recipe's defaults (its node marker, its admission rule,
+/// the handle's local turn), and whom to report to.
+pub(crate) struct Acquire<'a> {
+    wait: Wait,
+    /// The marker our node is created with; `None`: the recipe's ([`LockCore::marker`]).
+    marker: Option<&'a str>,
+    /// The rule that admits it; `None`: the recipe's.
+    rule: Option<&'a dyn Admission>,
+    /// Whether it takes the handle's local turn first (every exclusive lock's acquire; a
+    /// downgrade's read, taken under the write lock, does not).
+    take_turn: bool,
+    events: Option<Sink<'a>>,
+}
+
+impl<'a> Acquire<'a> {
+    /// A request that waits as `wait` says, with the recipe's marker, rule and local turn.
+    pub fn new(wait: Wait) -> Acquire<'a> {
+        Acquire { wait, marker: None, rule: None, take_turn: true, events: None }
+    }
+
+    /// A request that waits without a bound.
+    pub fn forever() -> Acquire<'a> {
+        Acquire::new(Wait::Forever)
+    }
+
+    /// A request that waits at most `timeout` (without a bound when `None`).
+    pub fn at_most(timeout: Option<std::time::Duration>) -> Acquire<'a> {
+        Acquire::new(Wait::at_most(timeout))
+    }
+
+    /// Creates our node with `marker` instead of the recipe's (a semaphore's weighted marker).
+    pub fn marked(self, marker: &'a str) -> Acquire<'a> {
+        Acquire { marker: Some(marker), ..self }
+    }
+
+    /// Admitted by `rule` instead of the recipe's, without the handle's local turn (a
+    /// downgrade's read, under the write lock that holds the turn).
+    pub fn admitted_by(self, rule: &'a dyn Admission) -> Acquire<'a> {
+        Acquire { rule: Some(rule), take_turn: false, ..self }
+    }
+
+    /// Reports to `events` (see [`QueueEvent`]).
+    pub fn reporting(self, events: Sink<'a>) -> Acquire<'a> {
+        Acquire { events: Some(events), ..self }
+    }
+}
+
 /// What makes one lock recipe: its node marker, its admission rule, and whether a handle
 /// re-enters its own hold.
 pub(crate) struct LockSpec {
@@ -102,6 +150,29 @@ fn by_deadline<F: std::future::Future>(
         Some(deadline) => Either::Left(tokio::time::timeout_at(deadline.into(), fut).map(Result::ok)),
         None => Either::Right(fut.map(Some)),
     }
+}
+
+/// Takes the handle's local turn: another task's hold on this handle keeps it, lost or not,
+/// until that hold is released or dropped (as a `tokio::sync::Mutex` guard keeps its lock).
+/// A deadline bounds the wait (`None`: it passed, or a try found it taken); a close ends it at
+/// once with [`Error::SessionClosed`].
+async fn take_turn(
+    turn: &Arc<tokio::sync::Mutex<()>>,
+    wait: Wait,
+    deadline: Option<Instant>,
+    session: &crate::session::Shared,
+) -> Result<Option<OwnedMutexGuard<()>>> {
+    Ok(match wait {
+        Wait::Try => turn.clone().try_lock_owned().ok(),
+        // Free: taken at once, without following the session's close.
+        _ => match turn.clone().try_lock_owned() {
+            Ok(taken) => Some(taken),
+            Err(_) => tokio::select! {
+                taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
+                () = session.closing() => return Err(Error::SessionClosed),
+            },
+        },
+    })
 }
 
 /// A lock on a queue: a marker for our nodes, a rule for admission, and (for exclusive locks) a
@@ -183,11 +254,6 @@ impl LockCore {
         self.queue.session()
     }
 
-    /// Our node marker (in the options' format).
-    pub fn marker(&self) -> &'static str {
-        self.marker
-    }
-
     /// Which of the queue's markers `name` carries, if it is one of the queue's nodes.
     pub fn marker_of(&self, name: &str) -> Option<usize> {
         self.queue.marker_of(name)
@@ -208,58 +274,21 @@ impl LockCore {
         lock(&self.current).upgrade().is_some_and(|h| h.is_live())
     }
 
-    pub async fn acquire(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.acquire_marked(wait, self.marker).await
-    }
-
-    /// Waits without a bound.
-    pub async fn acquire_forever(&self) -> Result<LockGuard> {
-        self.acquire_marked_forever(self.marker).await
-    }
-
-    /// Waits without a bound, creating our node with `marker`. (`Wait::Forever` never gives
-    /// `None`; `Closed` would be the harmless answer should that ever change.)
-    pub async fn acquire_marked_forever(&self, marker: &str) -> Result<LockGuard> {
-        self.acquire_marked(Wait::Forever, marker)
-            .await?
-            .ok_or_else(|| Error::Closed { path: self.path().to_string() })
-    }
-
-    /// As [`LockCore::acquire`], creating our node with `marker` instead of the recipe's.
-    pub async fn acquire_marked(&self, wait: Wait, marker: &str) -> Result<Option<LockGuard>> {
-        self.acquire_by(wait, marker, self.rule.as_ref(), true, None).await
-    }
-
-    /// Waits at most `timeout` (without a bound when `None`), reporting to `events`: the
-    /// recipes' `acquire_with_events`.
-    pub async fn acquire_with_events(
-        &self,
-        timeout: Option<std::time::Duration>,
-        events: Sink<'_>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire_reporting(Wait::at_most(timeout), self.marker, events).await
-    }
-
-    /// As [`LockCore::acquire_marked`], reporting to `events` (see [`QueueEvent`]).
-    pub async fn acquire_reporting(
-        &self,
-        wait: Wait,
-        marker: &str,
-        events: Sink<'_>,
-    ) -> Result<Option<LockGuard>> {
-        self.acquire_by(wait, marker, self.rule.as_ref(), true, Some(events)).await
-    }
-
-    /// As [`LockCore::acquire_marked`], admitted by `rule`, with or without the local turn,
-    /// reporting to `events` if given.
-    pub async fn acquire_by(
-        &self,
-        wait: Wait,
-        marker: &str,
-        rule: &dyn Admission,
-        take_turn: bool,
-        events: Option<Sink<'_>>,
-    ) -> Result<Option<LockGuard>> {
+    /// The engine's one door: takes a place in the queue and waits as `request` says, then
+    /// hands the admitted node to a hold. Takes the handle's local turn first (exclusive locks,
+    /// unless the request says not); queues again on the session's next generation when the
+    /// session expires while queued. `Ok(None)`: a try found the lock taken, or the wait's
+    /// bound passed (never with [`Wait::Forever`]: see [`LockCore::closed`]).
+    ///
+    /// # Errors
+    /// [`Error::SessionClosed`] once the session is closed; [`Error::Timeout`] when a try got no
+    /// answer within the session timeout; the queue's errors (a conflicting node, a wrapped
+    /// sequence, a semaphore's maximum that differs, ...).
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a dropped acquire leaves no node behind (its cleanup runs in the
+    /// background; [`LockCore::settled`] awaits it).
+    pub async fn acquire(&self, request: Acquire<'_>) -> Result<Option<LockGuard>> {
         let span = tracing::info_span!(
             "acquire",
             recipe = self.recipe,
@@ -270,11 +299,15 @@ impl LockCore {
             fencing_token = tracing::field::Empty,
         );
         let mut record = Record { labels: &self.labels, started: Instant::now(), outcome: "cancelled" };
+        let Acquire { wait, marker, rule, take_turn, events } = request;
+        let request = Request {
+            wait,
+            marker: marker.unwrap_or(self.marker),
+            rule: rule.unwrap_or(self.rule.as_ref()),
+            take_turn,
+        };
         let mut progress = Progress::new(events);
-        let result = self
-            .acquire_inner(wait, marker, rule, take_turn, span.clone(), &mut progress)
-            .instrument(span)
-            .await;
+        let result = self.acquire_inner(&request, span.clone(), &mut progress).instrument(span).await;
         record.outcome = match (&result, wait) {
             (Ok(Some(_)), _) => "acquired",
             (Ok(None), Wait::Try) => "busy",
@@ -289,15 +322,19 @@ impl LockCore {
         result
     }
 
+    /// What an acquire that waited without a bound and got no guard means: `Wait::Forever`
+    /// never gives `None`; `Closed` is the harmless answer should that ever change.
+    pub fn closed(&self) -> Error {
+        Error::Closed { path: self.path().to_string() }
+    }
+
     async fn acquire_inner(
         &self,
-        wait: Wait,
-        marker: &str,
-        rule: &dyn Admission,
-        take_turn: bool,
+        request: &Request<'_>,
         span: tracing::Span,
         progress: &mut Progress<'_>,
     ) -> Result<Option<LockGuard>> {
+        let wait = request.wait;
         let deadline = match wait {
             Wait::Forever => None,
             Wait::Try => Some(Instant::now() + self.queue.session().session_timeout()),
@@ -307,27 +344,11 @@ impl LockCore {
         if session.is_closed() {
             return Err(Error::SessionClosed);
         }
-        // The handle's local turn: another task's hold on this handle keeps it, lost or not,
-        // until that hold is released or dropped (as a `tokio::sync::Mutex` guard keeps its
-        // lock). A deadline bounds the wait; a close ends it at once.
-        let turn = match (&self.turn, take_turn) {
-            (Some(turn), true) => {
-                let taken = match wait {
-                    Wait::Try => turn.clone().try_lock_owned().ok(),
-                    // Free: taken at once, without following the session's close.
-                    _ => match turn.clone().try_lock_owned() {
-                        Ok(taken) => Some(taken),
-                        Err(_) => tokio::select! {
-                            taken = by_deadline(deadline, turn.clone().lock_owned()) => taken,
-                            () = session.closing() => return Err(Error::SessionClosed),
-                        },
-                    },
-                };
-                match taken {
-                    Some(taken) => Some(taken),
-                    None => return Ok(None),
-                }
-            }
+        let turn = match (&self.turn, request.take_turn) {
+            (Some(turn), true) => match take_turn(turn, wait, deadline, session).await? {
+                Some(taken) => Some(taken),
+                None => return Ok(None),
+            },
             _ => None,
         };
         loop {
@@ -336,10 +357,10 @@ impl LockCore {
             };
             let conn = conn?;
             span.record("generation", conn.generation);
-            match self.attempt(&conn, wait, deadline, marker, rule, &span, progress).await {
-                Ok(Attempt::Admitted(entry)) => return Ok(Some(self.hold(entry, turn))),
-                Ok(Attempt::NotFree) => return Ok(None),
-                Ok(Attempt::OutOfTime) => return self.gave_up(wait),
+            match self.attempt(&conn, request, deadline, &span, progress).await {
+                Ok(Ok(entry)) => return Ok(Some(self.hold(entry, turn))),
+                Ok(Err(Missed::NotFree)) => return Ok(None),
+                Ok(Err(Missed::OutOfTime)) => return self.gave_up(wait),
                 Err(Error::SessionExpired) if !conn.session_closed() => {
                     tracing::info!(
                         generation = conn.generation,
@@ -384,72 +405,34 @@ impl LockCore {
     }
 
     /// One try on one session: join, then wait (or decide at once), within the deadline. Our
-    /// node is left before this returns anything but `Admitted`; a leave cut short by the
+    /// node is left before this returns anything but our admitted entry; a leave cut short by the
     /// deadline goes on in the background.
-    #[allow(clippy::too_many_arguments)] // the acquire's inputs, passed down as they are
     async fn attempt(
         &self,
         conn: &Conn,
-        wait: Wait,
+        request: &Request<'_>,
         deadline: Option<Instant>,
-        marker: &str,
-        rule: &dyn Admission,
         span: &tracing::Span,
         progress: &mut Progress<'_>,
-    ) -> Result<Attempt> {
+    ) -> Result<std::result::Result<Entry, Missed>> {
         // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
         // Boxed, as the wait below: an acquire's future keeps room for its largest state for as
-        // long as it lives, and a waiter lives long (issue 38: memory per queued waiter).
-        let Some(joined) = by_deadline(deadline, Box::pin(self.queue.join(conn, marker, &self.data))).await
-        else {
-            return Ok(Attempt::OutOfTime);
+        // long as it lives, and a waiter lives long (memory per queued waiter).
+        let joining = Box::pin(self.queue.join(conn, request.marker, &self.data));
+        let Some(joined) = by_deadline(deadline, joining).await else {
+            return Ok(Err(Missed::OutOfTime));
         };
         let crate::queue::Joined { mut entry, children, root } = joined?;
         self.labels.queue_length(children.len());
-        span.record("node", entry.name.as_str());
-        span.record("seq", entry.seq);
-
-        // The states below that are not the wait are boxed too, each only while it runs: the
-        // future keeps room for the largest of its states. (`verify_root` boxes its one read
-        // itself: for most queues it reads nothing, and allocates nothing.)
-        let admitted = match by_deadline(deadline, self.queue.verify_root(conn, root)).await {
-            None => Ok(Attempt::OutOfTime),
-            Some(Err(e)) => Err(e),
-            Some(Ok(())) => Ok(Attempt::Admitted(())),
-        };
-        let admitted = match (admitted, wait) {
-            (Ok(Attempt::Admitted(())), Wait::Try) => match self.queue.decide(&entry, rule, &children) {
-                Ok((queue, me, Decision::Proceed)) => {
-                    Box::pin(self.queue.admitted(&mut entry, rule, &queue, me))
-                        .await
-                        .map(|()| Attempt::Admitted(()))
-                }
-                Ok(_) => Ok(Attempt::NotFree),
-                Err(e) => Err(e),
-            },
-            (Ok(Attempt::Admitted(())), _) => {
-                let waiting = Box::pin(
-                    self.queue
-                        .wait_turn(&mut entry, rule, children, progress)
-                        .instrument(tracing::debug_span!("wait")),
-                );
-                match by_deadline(deadline, waiting).await {
-                    Some(result) => result.map(|()| Attempt::Admitted(())),
-                    None => Ok(Attempt::OutOfTime),
-                }
-            }
-            (other, _) => other,
-        };
-        match admitted {
-            Ok(Attempt::Admitted(())) => Ok(Attempt::Admitted(entry)),
-            Ok(other) => {
+        span.record("node", entry.name());
+        span.record("seq", entry.seq());
+        match self.admit(&mut entry, (children, root), request, deadline, progress).await {
+            Ok(Ok(())) => Ok(Ok(entry)),
+            Ok(Err(missed)) => {
                 if let Some(left) = Box::pin(self.leave_bounded(entry)).await {
                     left?;
                 }
-                Ok(match other {
-                    Attempt::NotFree => Attempt::NotFree,
-                    _ => Attempt::OutOfTime,
-                })
+                Ok(Err(missed))
             }
             Err(e) => {
                 if let Some(Err(leave)) = Box::pin(self.leave_bounded(entry)).await {
@@ -457,6 +440,44 @@ impl LockCore {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// Whether our joined entry is admitted within the deadline: the root checked, then a
+    /// try's decision on the join's listing, or the wait for our turn.
+    async fn admit(
+        &self,
+        entry: &mut Entry,
+        (children, root): (Vec<String>, Option<crate::queue::RootVersion>),
+        request: &Request<'_>,
+        deadline: Option<Instant>,
+        progress: &mut Progress<'_>,
+    ) -> Result<std::result::Result<(), Missed>> {
+        // The states below that are not the wait are boxed too, each only while it runs: the
+        // future keeps room for the largest of its states. (`verify_root` boxes its one read
+        // itself: for most queues it reads nothing, and allocates nothing.)
+        let conn = entry.conn().clone();
+        match by_deadline(deadline, self.queue.verify_root(&conn, root)).await {
+            None => return Ok(Err(Missed::OutOfTime)),
+            Some(Err(e)) => return Err(e),
+            Some(Ok(())) => {}
+        }
+        let rule = request.rule;
+        if let Wait::Try = request.wait {
+            return match self.queue.decide(entry, rule, &children)? {
+                (queue, me, Decision::Proceed) => {
+                    Box::pin(self.queue.admitted(entry, rule, &queue, me)).await?;
+                    Ok(Ok(()))
+                }
+                _ => Ok(Err(Missed::NotFree)),
+            };
+        }
+        let waiting = Box::pin(
+            self.queue.wait_turn(entry, rule, children, progress).instrument(tracing::debug_span!("wait")),
+        );
+        match by_deadline(deadline, waiting).await {
+            Some(result) => result.map(Ok),
+            None => Ok(Err(Missed::OutOfTime)),
         }
     }
 
@@ -518,9 +539,16 @@ impl Drop for Record<'_> {
     }
 }
 
-/// How one attempt ended.
-enum Attempt<E = Entry> {
-    Admitted(E),
+/// An acquire request with the recipe's defaults filled in.
+struct Request<'a> {
+    wait: Wait,
+    marker: &'a str,
+    rule: &'a dyn Admission,
+    take_turn: bool,
+}
+
+/// Why an attempt ended without admission (its node then left).
+enum Missed {
     /// A try found the lock taken.
     NotFree,
     /// The deadline passed.

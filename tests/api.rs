@@ -44,7 +44,12 @@ async fn a_latch_clone_is_the_same_participant() {
     let zk = common::standalone().await;
     let admin = common::client(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let latch = LeaderLatch::new(&session, "/api/latch", "one").unwrap();
+    let latch = LeaderLatch::with_options(
+        &session,
+        "/api/latch",
+        zk_recipes::LatchOptions::new().participant_id("one"),
+    )
+    .unwrap();
     let started = latch.clone();
     started.start().unwrap();
     assert!(matches!(latch.start(), Err(Error::AlreadyStarted { .. })), "a clone is the same latch");
@@ -66,7 +71,12 @@ async fn a_latch_clone_is_the_same_participant() {
     assert!(matches!(latch.start(), Err(Error::Closed { .. })));
 
     // The last clone dropped closes a running latch in the background.
-    let last = LeaderLatch::new(&session, "/api/latch-drop", "two").unwrap();
+    let last = LeaderLatch::with_options(
+        &session,
+        "/api/latch-drop",
+        zk_recipes::LatchOptions::new().participant_id("two"),
+    )
+    .unwrap();
     let other = last.clone();
     last.start().unwrap();
     within("leadership", last.await_leadership()).await.unwrap();
@@ -86,7 +96,7 @@ async fn a_selector_clone_is_the_same_participant() {
     let zk = common::standalone().await;
     let admin = common::client(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let selector = LeaderSelector::new(&session, "/api/selector", SelectorOptions::new()).unwrap();
+    let selector = LeaderSelector::with_options(&session, "/api/selector", SelectorOptions::new()).unwrap();
     let mut terms = selector.terms();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     let clone = selector.clone();
@@ -160,7 +170,7 @@ async fn a_failing_leadership_task_ends_its_term_and_leads_again() {
     let admin = common::client(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
     let options = SelectorOptions::new().participant_id("f").auto_requeue(true);
-    let selector = LeaderSelector::new(&session, "/api/failing", options).unwrap();
+    let selector = LeaderSelector::with_options(&session, "/api/failing", options).unwrap();
     let mut terms = selector.terms();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = calls.clone();
@@ -365,8 +375,9 @@ async fn leader_recipes_take_their_participant_id_through_their_options() {
     assert_eq!(latch_id(chosen.unwrap()).await, "latch-a");
     let default = LeaderLatch::with_options(&session, "/api/id/l2", LatchOptions::new());
     assert_eq!(latch_id(default.unwrap()).await, default_participant_id());
-    let shorthand = LeaderLatch::new(&session, "/api/id/l3", "latch-b");
-    assert_eq!(latch_id(shorthand.unwrap()).await, "latch-b");
+    // `new` is every recipe's shape: the defaults, the id among them.
+    let plain = LeaderLatch::new(&session, "/api/id/l3");
+    assert_eq!(latch_id(plain.unwrap()).await, default_participant_id());
 
     let selector_id = |selector: LeaderSelector| async move {
         selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
@@ -376,8 +387,11 @@ async fn leader_recipes_take_their_participant_id_through_their_options() {
         selector.close().await;
         id
     };
-    let chosen = LeaderSelector::new(&session, "/api/id/s1", SelectorOptions::new().participant_id("sel-a"));
+    let chosen =
+        LeaderSelector::with_options(&session, "/api/id/s1", SelectorOptions::new().participant_id("sel-a"));
     assert_eq!(selector_id(chosen.unwrap()).await, "sel-a");
-    let default = LeaderSelector::new(&session, "/api/id/s2", SelectorOptions::default());
+    let default = LeaderSelector::with_options(&session, "/api/id/s2", SelectorOptions::default());
     assert_eq!(selector_id(default.unwrap()).await, default_participant_id());
+    let plain = LeaderSelector::new(&session, "/api/id/s3");
+    assert_eq!(selector_id(plain.unwrap()).await, default_participant_id());
 }

@@ -133,12 +133,22 @@ async fn leader_latch_dropped_mid_election() {
         raw(&c).session_id().0,
         ["/c/latch"],
         busy = {
-            let incumbent = LeaderLatch::new(&other, "/c/latch", "incumbent").unwrap();
+            let incumbent = LeaderLatch::with_options(
+                &other,
+                "/c/latch",
+                zk_recipes::LatchOptions::new().participant_id("incumbent"),
+            )
+            .unwrap();
             incumbent.start().unwrap();
             within("incumbent leads", incumbent.await_leadership()).await.ok().map(|_| Incumbent(incumbent))
         },
         attempt(rng) = {
-            let latch = LeaderLatch::new(&c, "/c/latch", "ours").unwrap();
+            let latch = LeaderLatch::with_options(
+                &c,
+                "/c/latch",
+                zk_recipes::LatchOptions::new().participant_id("ours"),
+            )
+            .unwrap();
             latch.start().unwrap();
             drop_randomly(&mut rng, || latch.await_leadership()).await
         }
@@ -157,9 +167,12 @@ async fn leader_selector_dropped_mid_election() {
         ["/c/selector"],
         busy = incumbent.acquire().await.ok(),
         attempt(rng) = {
-            let selector =
-                LeaderSelector::new(&c, "/c/selector", SelectorOptions::new().participant_id("ours"))
-                    .unwrap();
+            let selector = LeaderSelector::with_options(
+                &c,
+                "/c/selector",
+                SelectorOptions::new().participant_id("ours"),
+            )
+            .unwrap();
             selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
             drop_randomly(&mut rng, || selector.await_leadership()).await
         }

@@ -347,7 +347,14 @@ async fn concurrent_latch_closes_both_wait_for_the_node_to_go() {
     let zk = common::standalone().await;
     let admin = admin(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let latch = Arc::new(LeaderLatch::new(&session, "/c/latch-close", "a").unwrap());
+    let latch = Arc::new(
+        LeaderLatch::with_options(
+            &session,
+            "/c/latch-close",
+            zk_recipes::LatchOptions::new().participant_id("a"),
+        )
+        .unwrap(),
+    );
     latch.start().unwrap();
     within("leadership", latch.await_leadership()).await.unwrap();
     let first = {
@@ -367,7 +374,7 @@ async fn a_panicking_leadership_task_relinquishes_and_requeues() {
     let zk = common::standalone().await;
     let admin = admin(&zk.connect_string()).await;
     let session = common::session(&zk.connect_string()).await;
-    let selector = LeaderSelector::new(
+    let selector = LeaderSelector::with_options(
         &session,
         "/c/panic",
         SelectorOptions::new().participant_id("p").auto_requeue(true),
@@ -405,7 +412,7 @@ async fn a_blocking_task_cannot_hide_a_lost_term_and_the_selector_requeues() {
     let session = common::session(&zk.connect_string()).await;
     let options =
         SelectorOptions::new().participant_id("b").auto_requeue(true).grace(Duration::from_millis(100));
-    let selector = LeaderSelector::new(&session, "/c/blocking", options).unwrap();
+    let selector = LeaderSelector::with_options(&session, "/c/blocking", options).unwrap();
     let (unblock, blocked) = std::sync::mpsc::channel::<()>();
     let blocked = Arc::new(std::sync::Mutex::new(blocked));
     let first_term = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -446,7 +453,8 @@ async fn selector_fenced_writes_interrupt_and_requeue() {
     common::create_persistent(&admin, "/c/fenced-data", b"0").await;
     let session = common::session(&zk.connect_string()).await;
     let selector =
-        LeaderSelector::new(&session, "/c/fenced-sel", SelectorOptions::new().participant_id("me")).unwrap();
+        LeaderSelector::with_options(&session, "/c/fenced-sel", SelectorOptions::new().participant_id("me"))
+            .unwrap();
     let mut terms = selector.terms();
     let (ctx_tx, mut ctx_rx) = tokio::sync::mpsc::unbounded_channel();
     selector

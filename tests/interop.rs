@@ -118,10 +118,10 @@ async fn our_latch_beside_curators_leader_latch() {
     // Curator leads first; ours waits.
     let mut java = Peer::spawn(peers::curator(&as_refs(&latch_args("java-1"))));
     java.expect("LEADER").await;
-    let ours = LeaderLatch::new(
+    let ours = LeaderLatch::with_options(
         &session_with_timeout(&connect, Duration::from_secs(5)).await,
         "/interop/latch",
-        "rust",
+        zk_recipes::LatchOptions::new().participant_id("rust"),
     )
     .unwrap();
     ours.start().unwrap();

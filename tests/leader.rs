@@ -66,8 +66,12 @@ async fn one_leader_at_a_time_and_closing_hands_over_in_sequence_order() {
     let mut latches = Vec::new();
     for i in 0..5 {
         latches.push(
-            LeaderLatch::new(&session(&zk.connect_string()).await, "/election/five", &format!("p{i}"))
-                .unwrap(),
+            LeaderLatch::with_options(
+                &session(&zk.connect_string()).await,
+                "/election/five",
+                zk_recipes::LatchOptions::new().participant_id(format!("p{i}")),
+            )
+            .unwrap(),
         );
     }
     let latches = Arc::new(latches);
@@ -103,11 +107,21 @@ async fn leader_session_expiry_reports_not_leader_before_a_new_leader_appears() 
     let log = Arc::new(Mutex::new(Vec::new()));
     let count = Arc::new(LeaderCount::default());
     let old_session = session_with_timeout(&proxy.connect_string(), Duration::from_secs(2)).await;
-    let old = LeaderLatch::new(&old_session, "/election/expiry", "old").unwrap();
+    let old = LeaderLatch::with_options(
+        &old_session,
+        "/election/expiry",
+        zk_recipes::LatchOptions::new().participant_id("old"),
+    )
+    .unwrap();
     observe(old.leadership(), count.clone(), log.clone(), "old".into());
     old.start().unwrap();
     let old_token = within("old leads", old.await_leadership()).await.unwrap();
-    let new = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/expiry", "new").unwrap();
+    let new = LeaderLatch::with_options(
+        &session(&zk.connect_string()).await,
+        "/election/expiry",
+        zk_recipes::LatchOptions::new().participant_id("new"),
+    )
+    .unwrap();
     observe(new.leadership(), count.clone(), log.clone(), "new".into());
     new.start().unwrap();
     eventually("new queued", || async { new.participants().await.unwrap().len() == 2 }).await;
@@ -157,10 +171,20 @@ async fn leader_session_expiry_reports_not_leader_before_a_new_leader_appears() 
 async fn deleting_the_leaders_node_makes_it_not_leader_and_the_next_leads() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let a = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/deleted", "a").unwrap();
+    let a = LeaderLatch::with_options(
+        &session(&zk.connect_string()).await,
+        "/election/deleted",
+        zk_recipes::LatchOptions::new().participant_id("a"),
+    )
+    .unwrap();
     a.start().unwrap();
     within("a leads", a.await_leadership()).await.unwrap();
-    let b = LeaderLatch::new(&session(&zk.connect_string()).await, "/election/deleted", "b").unwrap();
+    let b = LeaderLatch::with_options(
+        &session(&zk.connect_string()).await,
+        "/election/deleted",
+        zk_recipes::LatchOptions::new().participant_id("b"),
+    )
+    .unwrap();
     b.start().unwrap();
     eventually("b queued", || async { b.participants().await.unwrap().len() == 2 }).await;
 
@@ -187,7 +211,7 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
     let watcher = Arc::new(client(&zk.connect_string()).await);
     let mut selectors = Vec::new();
     for id in ["s0", "s1", "s2"] {
-        let sel = LeaderSelector::new(
+        let sel = LeaderSelector::with_options(
             &session(&zk.connect_string()).await,
             "/election/rotate",
             SelectorOptions::new().participant_id(id).auto_requeue(true),
@@ -238,7 +262,7 @@ async fn selectors_with_auto_requeue_rotate_through_everyone() {
 async fn a_selector_whose_task_ignores_the_stop_signal_is_still_not_leader() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let sel = LeaderSelector::new(
+    let sel = LeaderSelector::with_options(
         &session(&zk.connect_string()).await,
         "/election/stubborn",
         SelectorOptions::new().participant_id("stubborn").grace(Duration::from_millis(300)),
@@ -323,12 +347,20 @@ async fn killing_the_zookeeper_leader_keeps_exactly_one_latch_leader() {
 async fn close_and_drop_leave_no_node() {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
-    let leader =
-        LeaderLatch::new(&session(&zk.connect_string()).await, "/election/cleanup", "leader").unwrap();
+    let leader = LeaderLatch::with_options(
+        &session(&zk.connect_string()).await,
+        "/election/cleanup",
+        zk_recipes::LatchOptions::new().participant_id("leader"),
+    )
+    .unwrap();
     leader.start().unwrap();
     within("leads", leader.await_leadership()).await.unwrap();
-    let waiter =
-        LeaderLatch::new(&session(&zk.connect_string()).await, "/election/cleanup", "waiter").unwrap();
+    let waiter = LeaderLatch::with_options(
+        &session(&zk.connect_string()).await,
+        "/election/cleanup",
+        zk_recipes::LatchOptions::new().participant_id("waiter"),
+    )
+    .unwrap();
     waiter.start().unwrap();
     eventually("queued", || async { children(&admin, "/election/cleanup").await.len() == 2 }).await;
 

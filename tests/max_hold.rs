@@ -143,7 +143,7 @@ async fn a_selector_term_ends_at_its_limit_and_the_task_is_told_to_stop() {
     let zk = standalone().await;
     let s = session(&zk.connect_string()).await;
     let options = SelectorOptions::new().metrics_role("term").max_hold(Duration::from_millis(300));
-    let selector = LeaderSelector::new(&s, "/limits/selector", options).unwrap();
+    let selector = LeaderSelector::with_options(&s, "/limits/selector", options).unwrap();
     let mut terms = selector.terms();
     let (told, heard) = oneshot::channel();
     let told = std::sync::Mutex::new(Some(told));
@@ -245,7 +245,7 @@ async fn a_selector_term_at_its_limit_stops_its_task_before_the_next_leader_begi
                 .participant_id(id)
                 .metrics_role("overlap")
                 .max_hold(Duration::from_millis(300));
-            let selector = LeaderSelector::new(&s, "/limits/overlap", options).unwrap();
+            let selector = LeaderSelector::with_options(&s, "/limits/overlap", options).unwrap();
             selector
                 .start(move |_ctx| {
                     let terms = terms.clone();

@@ -22,7 +22,8 @@ async fn until_leader(
 }
 
 async fn leading(session: &Session, path: &str, id: &str) -> (LeaderLatch, u64) {
-    let latch = LeaderLatch::new(session, path, id).unwrap();
+    let latch =
+        LeaderLatch::with_options(session, path, zk_recipes::LatchOptions::new().participant_id(id)).unwrap();
     latch.start().unwrap();
     let token = within("leadership", latch.await_leadership()).await.unwrap();
     (latch, token)
@@ -43,7 +44,12 @@ async fn an_observer_follows_the_leader_from_a_to_b_to_nobody() {
     let seen = until_leader(&mut rx, "a leads", |l| l.is_some()).await.unwrap();
     assert_eq!((seen.id.as_str(), seen.fencing_token), ("a", token_a));
 
-    let b = LeaderLatch::new(&session(&connect).await, path, "b").unwrap();
+    let b = LeaderLatch::with_options(
+        &session(&connect).await,
+        path,
+        zk_recipes::LatchOptions::new().participant_id("b"),
+    )
+    .unwrap();
     b.start().unwrap();
     eventually("b queued", || async { b.participants().await.unwrap().len() == 2 }).await;
     a.close().await;
@@ -75,7 +81,12 @@ async fn an_observer_keeps_one_watch_on_the_leader_only() {
     // One at a time: `start` joins on a task of its own, so latches started together join in
     // any order, and p1 must be next after p0.
     for i in 1..5 {
-        let latch = LeaderLatch::new(&contenders, path, &format!("p{i}")).unwrap();
+        let latch = LeaderLatch::with_options(
+            &contenders,
+            path,
+            zk_recipes::LatchOptions::new().participant_id(format!("p{i}")),
+        )
+        .unwrap();
         latch.start().unwrap();
         others.push(latch);
         eventually("queued", || async { first.participants().await.unwrap().len() == i + 1 }).await;
@@ -99,7 +110,9 @@ async fn an_observer_keeps_one_watch_on_the_leader_only() {
     // A waiter leaves, a newcomer joins: nothing for the observer. Then the leader hands over.
     let reads = observer.stats().listings;
     others.remove(2).close().await;
-    let late = LeaderLatch::new(&contenders, path, "p5").unwrap();
+    let late =
+        LeaderLatch::with_options(&contenders, path, zk_recipes::LatchOptions::new().participant_id("p5"))
+            .unwrap();
     late.start().unwrap();
     eventually("p3 gone, p5 queued", || async {
         let ids: Vec<_> = first.participants().await.unwrap().into_iter().map(|p| p.id).collect();
@@ -140,7 +153,8 @@ async fn an_observer_survives_its_sessions_expiry() {
     proxy.blackhole();
     wait_session_state(&observer_session, ConnectionState::Lost).await;
     // While the observer is cut off, the leadership moves.
-    let b = LeaderLatch::new(&contenders, path, "b").unwrap();
+    let b = LeaderLatch::with_options(&contenders, path, zk_recipes::LatchOptions::new().participant_id("b"))
+        .unwrap();
     b.start().unwrap();
     eventually("b queued", || async { b.participants().await.unwrap().len() == 2 }).await;
     a.close().await;
@@ -151,7 +165,8 @@ async fn an_observer_survives_its_sessions_expiry() {
         until_leader(&mut rx, "b seen after the expiry", |l| l.as_ref().is_some_and(|l| l.id == "b")).await;
     assert_eq!(seen.unwrap().fencing_token, token_b);
     // And it keeps following on the new session.
-    let c = LeaderLatch::new(&contenders, path, "c").unwrap();
+    let c = LeaderLatch::with_options(&contenders, path, zk_recipes::LatchOptions::new().participant_id("c"))
+        .unwrap();
     c.start().unwrap();
     eventually("c queued", || async { c.participants().await.unwrap().len() == 2 }).await;
     b.close().await;
@@ -199,7 +214,12 @@ async fn a_proclaim_reaches_the_observer_and_a_stale_leader_cannot_proclaim() {
     assert_eq!((first.id.as_str(), &first.value[..]), ("a", &b"http://a:8080"[..]));
 
     // b waits: it does not lead, so it cannot proclaim.
-    let b = LeaderLatch::new(&session(&connect).await, path, "b").unwrap();
+    let b = LeaderLatch::with_options(
+        &session(&connect).await,
+        path,
+        zk_recipes::LatchOptions::new().participant_id("b"),
+    )
+    .unwrap();
     b.start().unwrap();
     eventually("b queued", || async { b.participants().await.unwrap().len() == 2 }).await;
     assert!(
@@ -232,9 +252,12 @@ async fn an_observer_follows_a_selector_and_its_proclaim() {
     let observer = LeaderObserver::new(&session(&connect).await, path).unwrap();
     let mut rx = observer.leader();
     let (tx, mut contexts) = tokio::sync::mpsc::unbounded_channel::<LeadershipContext>();
-    let selector =
-        LeaderSelector::new(&session(&connect).await, path, SelectorOptions::new().participant_id("s1"))
-            .unwrap();
+    let selector = LeaderSelector::with_options(
+        &session(&connect).await,
+        path,
+        SelectorOptions::new().participant_id("s1"),
+    )
+    .unwrap();
     selector
         .start(move |ctx: LeadershipContext| {
             let tx = tx.clone();

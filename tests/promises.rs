@@ -75,7 +75,12 @@ async fn a_deletion_from_outside_ends_a_leaders_term() {
     let admin = client(&zk.connect_string()).await;
     let s = session(&zk.connect_string()).await;
 
-    let latch = LeaderLatch::new(&s, "/promises/latch", "latch").unwrap();
+    let latch = LeaderLatch::with_options(
+        &s,
+        "/promises/latch",
+        zk_recipes::LatchOptions::new().participant_id("latch"),
+    )
+    .unwrap();
     latch.start().unwrap();
     let token = within("the latch leads", latch.await_leadership()).await.unwrap();
     let mut leadership = latch.leadership();
@@ -92,7 +97,7 @@ async fn a_deletion_from_outside_ends_a_leaders_term() {
     .unwrap();
     latch.close().await;
 
-    let selector = LeaderSelector::new(
+    let selector = LeaderSelector::with_options(
         &s,
         "/promises/selector",
         SelectorOptions::new().participant_id("sel").auto_requeue(true),
@@ -121,11 +126,17 @@ async fn a_latch_and_a_selector_never_share_a_path() {
     let admin = client(&zk.connect_string()).await;
     let s = session(&zk.connect_string()).await;
     let selector =
-        LeaderSelector::new(&s, "/promises/el", SelectorOptions::new().participant_id("sel")).unwrap();
+        LeaderSelector::with_options(&s, "/promises/el", SelectorOptions::new().participant_id("sel"))
+            .unwrap();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     within("the selector leads", selector.await_leadership()).await.unwrap();
 
-    let latch = LeaderLatch::new(&s, "/promises/el", "latch").unwrap();
+    let latch = LeaderLatch::with_options(
+        &s,
+        "/promises/el",
+        zk_recipes::LatchOptions::new().participant_id("latch"),
+    )
+    .unwrap();
     latch.start().unwrap();
     match within("the latch refuses", latch.await_leadership()).await {
         Err(Error::RecipeConflict { path, node, ours: "leader latch", theirs }) => {
@@ -141,11 +152,17 @@ async fn a_latch_and_a_selector_never_share_a_path() {
     selector.close().await;
 
     // And the other way round: a selector on a latch's path.
-    let latch = LeaderLatch::new(&s, "/promises/el2", "latch").unwrap();
+    let latch = LeaderLatch::with_options(
+        &s,
+        "/promises/el2",
+        zk_recipes::LatchOptions::new().participant_id("latch"),
+    )
+    .unwrap();
     latch.start().unwrap();
     within("the latch leads", latch.await_leadership()).await.unwrap();
     let selector =
-        LeaderSelector::new(&s, "/promises/el2", SelectorOptions::new().participant_id("sel")).unwrap();
+        LeaderSelector::with_options(&s, "/promises/el2", SelectorOptions::new().participant_id("sel"))
+            .unwrap();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     assert!(matches!(
         within("the selector refuses", selector.await_leadership()).await,

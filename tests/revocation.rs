@@ -50,8 +50,8 @@ async fn a_selector_leader_steps_down_when_asked_and_requeues() {
     let zk = standalone().await;
     let c = zk.connect_string();
     let options = |id: &str| SelectorOptions::new().participant_id(id).auto_requeue(true);
-    let one = LeaderSelector::new(&session(&c).await, "/rev/sel", options("one")).unwrap();
-    let two = LeaderSelector::new(&session(&c).await, "/rev/sel", options("two")).unwrap();
+    let one = LeaderSelector::with_options(&session(&c).await, "/rev/sel", options("one")).unwrap();
+    let two = LeaderSelector::with_options(&session(&c).await, "/rev/sel", options("two")).unwrap();
     // Each task waits to be told to stop, then reports its term's token.
     let (stopped_tx, mut stopped) = tokio::sync::mpsc::unbounded_channel::<(&'static str, u64)>();
     let start = |selector: &LeaderSelector, id: &'static str| {
@@ -99,7 +99,12 @@ async fn a_latch_reports_a_revocation_request_and_keeps_leading() {
     let leader =
         LeaderLatch::with_options(&session(&c).await, "/rev/latch", LatchOptions::new().participant_id("a"))
             .unwrap();
-    let other = LeaderLatch::new(&session(&c).await, "/rev/latch", "b").unwrap();
+    let other = LeaderLatch::with_options(
+        &session(&c).await,
+        "/rev/latch",
+        zk_recipes::LatchOptions::new().participant_id("b"),
+    )
+    .unwrap();
     let mut asked = leader.revocation();
     assert!(!*asked.borrow_and_update());
     leader.start().unwrap();

@@ -179,7 +179,9 @@ async fn a_leading_latch_rejoins_after_expiry() {
     let zk = common::standalone().await;
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, TIMEOUT).await;
-    let latch = LeaderLatch::new(&session, "/s/latch", "a").unwrap();
+    let latch =
+        LeaderLatch::with_options(&session, "/s/latch", zk_recipes::LatchOptions::new().participant_id("a"))
+            .unwrap();
     latch.start().unwrap();
     let first = within("leadership", latch.await_leadership()).await.unwrap();
     let mut leadership = latch.leadership();
@@ -210,7 +212,7 @@ async fn a_selector_with_auto_requeue_leads_again_after_expiry() {
     let zk = common::standalone().await;
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, TIMEOUT).await;
-    let selector = LeaderSelector::new(
+    let selector = LeaderSelector::with_options(
         &session,
         "/s/selector",
         SelectorOptions::new().participant_id("a").auto_requeue(true),
@@ -280,7 +282,9 @@ async fn twenty_expiries_leak_no_tasks_watches_or_connections() {
     let zk = common::standalone().await;
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, Duration::from_millis(1000)).await;
-    let latch = LeaderLatch::new(&session, "/s/loop", "a").unwrap();
+    let latch =
+        LeaderLatch::with_options(&session, "/s/loop", zk_recipes::LatchOptions::new().participant_id("a"))
+            .unwrap();
     latch.start().unwrap();
     within("leadership", latch.await_leadership()).await.unwrap();
     let watches = |text: String| {
@@ -351,7 +355,12 @@ async fn close_while_reconnecting_ends_and_leaves_nothing() {
     let admin = admin(&zk).await;
     let proxy = zk.proxy().unwrap();
     let session = through(&proxy, TIMEOUT).await;
-    let latch = LeaderLatch::new(&session, "/s/closing", "a").unwrap();
+    let latch = LeaderLatch::with_options(
+        &session,
+        "/s/closing",
+        zk_recipes::LatchOptions::new().participant_id("a"),
+    )
+    .unwrap();
     latch.start().unwrap();
     within("leadership", latch.await_leadership()).await.unwrap();
     let mut events = session.events();

@@ -43,5 +43,5 @@ pub fn latch(h: &Handle, path: &str, id: &str) -> Result<LeaderLatch, String> {
 /// A leader selector of ours on `path` that queues again after each term (not started).
 pub fn selector(h: &Handle, path: &str, id: &str) -> Result<LeaderSelector, String> {
     let options = SelectorOptions::new().participant_id(id).auto_requeue(true);
-    LeaderSelector::new(h, path, options).map_err(|e| e.to_string())
+    LeaderSelector::with_options(h, path, options).map_err(|e| e.to_string())
 }

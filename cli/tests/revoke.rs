@@ -101,7 +101,8 @@ async fn revoke_makes_a_selector_leader_step_down() {
     let session =
         tokio::time::timeout(PATIENCE, Session::connect(&c, Duration::from_secs(20))).await.unwrap().unwrap();
     let selector =
-        LeaderSelector::new(&session, "/el/sel", SelectorOptions::new().participant_id("sel")).unwrap();
+        LeaderSelector::with_options(&session, "/el/sel", SelectorOptions::new().participant_id("sel"))
+            .unwrap();
     let mut terms = selector.terms();
     selector.start(|ctx| async move { ctx.stopped().await }).unwrap();
     tokio::time::timeout(PATIENCE, selector.await_leadership()).await.unwrap().unwrap();

@@ -506,7 +506,11 @@ pub(crate) async fn latch_loop(
 ) -> Result<(), Error> {
     let mut stop = ctx.stop.clone();
     while !ctx.stopping() {
-        let latch = LeaderLatch::new(session, path, &ctx.id)?;
+        let latch = LeaderLatch::with_options(
+            session,
+            path,
+            zk_recipes::LatchOptions::new().participant_id(&ctx.id),
+        )?;
         latch.start()?;
         let token = tokio::select! {
             r = latch.await_leadership() => r.ok(),
@@ -554,7 +558,7 @@ pub(crate) async fn selector_run(
 ) -> Result<(), Error> {
     let (id, addr, mut stop) = (ctx.id.clone(), ctx.addr.clone(), ctx.stop.clone());
     let ctx = Arc::new(tokio::sync::Mutex::new(ctx));
-    let selector = LeaderSelector::new(session, path, options.auto_requeue(true))?;
+    let selector = LeaderSelector::with_options(session, path, options.auto_requeue(true))?;
     let mut terms = selector.terms();
     let (told_path, told_id) = (path.to_string(), id);
     let told = tokio::spawn(async move {

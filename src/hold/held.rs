@@ -73,13 +73,13 @@ impl Hold {
         labels: crate::metrics::Labels,
         max_hold: Option<Limit>,
     ) -> Arc<Hold> {
-        let root = entry.root.clone();
-        let EntryParts { conn, path, czxid, own, follow_own, revoked, marks_release, tomb, alone } =
+        let root = entry.root().clone();
+        let EntryParts { conn, path, czxid, own, follow_own, revoked, clean_releases, tomb, alone } =
             entry.into_parts();
         let shared = session.shared().clone();
         let hold = Arc::new(Hold {
             _session: session,
-            node: Node { conn, root, path, czxid, marks_release, tomb, alone },
+            node: Node { conn, root, path, czxid, clean_releases, tomb, alone },
             reentrant,
             local: Mutex::new(Local { count: 1, turn, companions: Vec::new() }),
             monitor: Monitor::new(policy, revocable, revoked, labels),

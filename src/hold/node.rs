@@ -10,8 +10,8 @@ pub(super) struct Node {
     pub(super) root: LockPath,
     pub(super) path: String,
     pub(super) czxid: i64,
-    /// Whether our releases say they are clean (the lock delay is on: `Conn::send_delete`).
-    pub(super) marks_release: bool,
+    /// Whether our releases are clean ones (the lock delay is on: `Departure::Clean`).
+    pub(super) clean_releases: bool,
     /// Whether our delete leaves a tombstone (we were admitted at the head of a queue whose
     /// waiters watch for them: `Conn::send_delete`), unless we know then that nobody is
     /// queued behind us (`alone`).

@@ -24,7 +24,7 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use super::held::Hold;
 use crate::error::{Error, Result};
-use crate::session::DeleteFuture;
+use crate::session::{DeleteFuture, Departure};
 use crate::status::LockStatus;
 use crate::util::on_connection_loss;
 
@@ -37,10 +37,8 @@ fn release_patience(client: &Client) -> Duration {
 /// A delete sent by [`Hold::send_delete`], to be awaited by [`Hold::finish_delete`].
 pub(crate) struct SentDelete {
     was_lost: bool,
-    /// Whether it says it is clean (see `Conn::send_delete`).
-    marked: bool,
-    /// Whether it leaves a tombstone (see `Node::leaves_tomb`): resent as it was first sent.
-    tomb: bool,
+    /// What it says (see `Conn::send_delete`): resent as it was first sent.
+    departure: Departure,
     first: DeleteFuture,
 }
 
@@ -49,23 +47,28 @@ impl Hold {
     /// create, say) is ordered after it. `batched`: the caller awaits the answer before its
     /// next request, so a plain delete may wait to go out with the session's other plain
     /// deletes in one `multi` (see `session/deletes.rs`). Await the answer with
-    /// [`Hold::finish_delete`]. A `clean` delete (a release, not the end of a hold limit) says so to waiters with a lock
-    /// delay, when ours is on. The delete of a lost hold is never clean: the one lost hold
-    /// whose node still stands is one that passed its limit, its owner deleting the node
-    /// (see `Limit::owner_deletes`). A holder admitted at the head leaves a tombstone, unless
-    /// it knows that nobody is queued behind it (see `Node::leaves_tomb`).
-    pub fn send_delete(self: &Arc<Self>, clean: bool, batched: bool) -> SentDelete {
+    /// [`Hold::finish_delete`]. A `release` (not the end of a hold limit) is a clean one for
+    /// waiters with a lock delay, when ours is on. The delete of a lost hold is never clean:
+    /// the one lost hold whose node still stands is one that passed its limit, its owner
+    /// deleting the node (see `Limit::owner_deletes`). A holder admitted at the head leaves a
+    /// tombstone, unless it knows that nobody is queued behind it (see `Node::leaves_tomb`).
+    pub fn send_delete(self: &Arc<Self>, release: bool, batched: bool) -> SentDelete {
         self.monitor.begin_release();
         let was_lost = self.current_status() == LockStatus::Lost;
-        let marked = clean && !was_lost && self.node.marks_release;
-        let tomb = self.node.leaves_tomb();
+        let departure = if release && !was_lost && self.node.clean_releases {
+            Departure::Clean
+        } else if self.node.leaves_tomb() {
+            Departure::Tombstone
+        } else {
+            Departure::Plain
+        };
         let conn = &self.node.conn;
         let first = if batched {
-            conn.send_delete_batched(self.path(), marked, tomb)
+            conn.send_delete_batched(self.path(), departure)
         } else {
-            conn.send_delete(self.path(), marked, tomb)
+            conn.send_delete(self.path(), departure)
         };
-        SentDelete { was_lost, marked, tomb, first }
+        SentDelete { was_lost, departure, first }
     }
 
     /// Awaits the delete sent by [`Hold::send_delete`], retrying it across connection losses.
@@ -79,7 +82,7 @@ impl Hold {
     /// [`Error::LockLost`] when the node was already gone (someone deleted it, or the session
     /// expired): the lock was not ours to release any more. [`Error::ConnectionLoss`] as above.
     pub async fn finish_delete(self: &Arc<Self>, sent: SentDelete) -> Result<()> {
-        let SentDelete { was_lost, marked, tomb, first } = sent;
+        let SentDelete { was_lost, departure, first } = sent;
         let (conn, path) = (&self.node.conn, self.path());
         // A delete retried after a connection loss may meet `NoNode` because its first attempt
         // did delete the node (the reply was lost): only a first-attempt `NoNode` means someone
@@ -90,7 +93,7 @@ impl Hold {
             attempts += 1;
             let resend: DeleteFuture = match first.take() {
                 Some(sent) => sent,
-                None => conn.send_delete(path, marked, tomb),
+                None => conn.send_delete(path, departure),
             };
             resend
         });
@@ -113,7 +116,7 @@ impl Hold {
             Err(_) => {
                 let (conn, path, hold) = (conn.clone(), path.to_string(), self.clone());
                 self.janitor.spawn("release after connection loss", async move {
-                    conn.delete_quietly_marked(&path, marked, tomb).await;
+                    conn.delete_quietly_as(&path, departure).await;
                     hold.forget_node();
                 });
                 return Err(Error::ConnectionLoss { op: "delete", path: self.path().to_string() });
@@ -191,7 +194,8 @@ impl PendingRelease {
     pub async fn finish(mut self) -> Result<()> {
         let Some(sent) = self.sent.take() else { return Ok(()) };
         let hold = self.hold.clone();
-        let mut resume = ResumeOnDrop { hold: Some(hold.clone()), tomb: sent.tomb };
+        let mut resume =
+            ResumeOnDrop { hold: Some(hold.clone()), tomb: sent.departure == Departure::Tombstone };
         let result = hold.finish_delete(sent).await;
         resume.hold = None;
         result
@@ -225,10 +229,16 @@ struct ResumeOnDrop {
 impl Drop for ResumeOnDrop {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
-            let (conn, path, marked, tomb) =
-                (hold.node.conn.clone(), hold.path().to_string(), hold.node.marks_release, self.tomb);
+            let departure = if hold.node.clean_releases {
+                Departure::Clean
+            } else if self.tomb {
+                Departure::Tombstone
+            } else {
+                Departure::Plain
+            };
+            let (conn, path) = (hold.node.conn.clone(), hold.path().to_string());
             hold.janitor.clone().spawn("cancelled release", async move {
-                conn.delete_quietly_marked(&path, marked, tomb).await;
+                conn.delete_quietly_as(&path, departure).await;
                 hold.forget_node();
             });
         }

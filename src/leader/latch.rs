@@ -9,7 +9,7 @@ use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
 use crate::format::NodeFormat;
 use crate::guard::HoldView;
-use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme, Participant};
+use crate::lock_core::{Acquire, FirstN, LockCore, LockSpec, NameScheme, Participant};
 use crate::markers::LATCH;
 use crate::options::LockOptions;
 use crate::session::Session;
@@ -155,20 +155,19 @@ impl std::fmt::Debug for LeaderLatch {
 }
 
 impl LeaderLatch {
-    /// A latch on `path` for participant `id`, with the other options at their defaults: a
-    /// shorthand for [`LeaderLatch::with_options`] with [`LatchOptions::participant_id`], in the
-    /// shape of Curator's `new LeaderLatch(client, path, id)`. Nothing is sent until
-    /// [`LeaderLatch::start`].
+    /// A latch on `path` with default options (participant id `hostname:pid`), as every
+    /// recipe's `new`. Nothing is sent until [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(session: &Session, path: &str, id: &str) -> Result<LeaderLatch> {
-        Self::with_options(session, path, LatchOptions::new().participant_id(id))
+    pub fn new(session: &Session, path: &str) -> Result<LeaderLatch> {
+        Self::with_options(session, path, LatchOptions::new())
     }
 
-    /// A latch on `path` with explicit options, the participant id among them (default
-    /// `hostname:pid`), as the locks' `with_options` and [`crate::LeaderSelector::new`]. Nothing
-    /// is sent until [`LeaderLatch::start`].
+    /// A latch on `path` with explicit options, the participant id among them
+    /// ([`LatchOptions::participant_id`], default `hostname:pid`; Curator's
+    /// `new LeaderLatch(client, path, id)`), as every recipe's `with_options`. Nothing is sent
+    /// until [`LeaderLatch::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
@@ -349,7 +348,9 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         let guard = tokio::select! {
             // Dropping the acquire deletes our node (or a create in flight) in the background.
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever() => guard,
+            guard = inner.core.acquire(Acquire::forever()) => {
+                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
+            }
         };
         let guard = match guard {
             Ok(guard) => guard,

@@ -11,7 +11,7 @@ use tokio::sync::{broadcast, oneshot, watch, Notify};
 use super::context::LeadershipContext;
 use super::lifecycle::{Leadership, Lifecycle};
 use crate::error::{Error, Result};
-use crate::lock_core::{LockCore, LockSpec, Participant};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant};
 use crate::options::LockOptions;
 use crate::session::Session;
 use crate::status::{LockStatus, LossPolicy};
@@ -212,7 +212,7 @@ type Task =
 /// # async fn demo(session: zk_recipes::Session) -> zk_recipes::Result<()> {
 /// use zk_recipes::{LeaderSelector, SelectorOptions};
 /// let options = SelectorOptions::new().participant_id("worker-1").auto_requeue(true);
-/// let selector = LeaderSelector::new(&session, "/election/reports", options)?;
+/// let selector = LeaderSelector::with_options(&session, "/election/reports", options)?;
 /// selector.start(|ctx| async move {
 ///     // An error ends the term (TermOutcome::Failed); with auto-requeue we queue again.
 ///     let mut write = ctx.fenced_writer()?;
@@ -268,13 +268,22 @@ impl std::fmt::Debug for LeaderSelector {
 }
 
 impl LeaderSelector {
+    /// A selector on `path` with default options (participant id `hostname:pid`, no requeue),
+    /// as every recipe's `new`. Nothing is sent until [`LeaderSelector::start`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for an invalid path.
+    pub fn new(session: &Session, path: &str) -> Result<LeaderSelector> {
+        Self::with_options(session, path, SelectorOptions::new())
+    }
+
     /// A selector on `path` with its options, the participant id among them (default
-    /// `hostname:pid`), as [`crate::LeaderLatch::with_options`]. Nothing is sent until
+    /// `hostname:pid`), as every recipe's `with_options`. Nothing is sent until
     /// [`LeaderSelector::start`].
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
+    pub fn with_options(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
         let id = options.lock.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
         // An election watches its own node (leadership ends the moment it is deleted) and
         // reports revocation requests. Curator's `LeaderSelector` is a mutex on the path: so is
@@ -436,7 +445,9 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
     loop {
         let guard = tokio::select! {
             _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire_forever() => guard,
+            guard = inner.core.acquire(Acquire::forever()) => {
+                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
+            }
         };
         let guard = match guard {
             Ok(guard) => guard,

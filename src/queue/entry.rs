@@ -14,7 +14,7 @@ use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
 
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::session::Conn;
+use crate::session::{Conn, Departure};
 use crate::util::{on_connection_loss, poll_now, Janitor};
 
 /// What the data watch on our own node reported.
@@ -83,7 +83,7 @@ fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) 
 /// uncontended path it saves the data watch's request and reply: its one event is the one our
 /// own delete fires. `state` was taken before the listing was sent. The [`AloneCheck`] tells,
 /// without polling the event, whether it has fired.
-pub(crate) fn own_watch_from_listing(
+fn own_watch_from_listing(
     watcher: zookeeper_client::OneshotWatcher,
     state: zookeeper_client::StateWatcher,
 ) -> (PendingEvent, OwnCheck, AloneCheck) {
@@ -173,13 +173,6 @@ impl OwnCheck {
 fn unchanged(state: &mut zookeeper_client::StateWatcher) -> bool {
     let mut changed = std::pin::pin!(state.changed());
     poll_now(changed.as_mut()).is_none()
-}
-
-/// Whether our node's watch has fired by now, without waiting: `None` while it has not.
-pub(crate) fn fired(slot: &mut Option<PendingEvent>) -> Option<OwnEvent> {
-    let fired = poll_now(slot.as_mut()?.as_mut())?;
-    *slot = None;
-    Some(fired)
 }
 
 /// A create in flight, identified by its protection prefix.
@@ -277,52 +270,132 @@ pub(crate) async fn find_ours(
     Ok(ours)
 }
 
-/// The watch on our own node: deletion by someone else, data changes (revocation).
+/// The watch on our own node: deletion by someone else, data changes (revocation). Its state
+/// is one value ([`OwnState`]): an event, what vouches for it, and what kind of watch it is
+/// come and go together.
 #[derive(Default)]
-pub(crate) struct OwnNodeWatch {
-    /// The watch's event, still to come.
-    pub event: Option<PendingEvent>,
+struct OwnNodeWatch {
+    state: OwnState,
     /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
     /// off), or only keeps it until its delete consumes it (a waiter set it to be admitted on a
     /// deletion alone).
-    pub follow: bool,
-    /// Whether that watch, not fired, still says our node exists (see [`OwnCheck`]).
-    pub check: Option<OwnCheck>,
-    /// Whether the event is the join's listing's child watch standing in for the data watch
-    /// (see [`own_watch_from_listing`]): a holder keeps it; a waiter sets the data watch.
-    pub from_listing: bool,
-    /// While the event is that child watch, and the listing showed our node alone: whether
-    /// nobody has joined behind it since (see [`AloneCheck`]), for our release.
-    pub alone: Option<AloneCheck>,
+    follow: bool,
+}
+
+/// Where the watch on our own node stands.
+#[derive(Default)]
+enum OwnState {
+    /// None set (our nodes carry none), or it fired and was not set again.
+    #[default]
+    Unset,
+    /// Set, not fired (as far as we have polled it).
+    Set {
+        /// The watch's event, still to come.
+        event: PendingEvent,
+        /// Whether that watch, not fired, still says our node exists.
+        check: OwnCheck,
+        /// `Some` while the watch is the join's listing's child watch standing in for the data
+        /// watch (see [`own_watch_from_listing`]): a holder keeps it, a waiter sets the data
+        /// watch. Inside, while that listing showed our node alone: whether nobody has joined
+        /// behind it since (see [`AloneCheck`]), for our release.
+        from_listing: Option<Option<AloneCheck>>,
+    },
+}
+
+impl OwnNodeWatch {
+    fn set(&mut self, event: PendingEvent, check: OwnCheck, from_listing: Option<Option<AloneCheck>>) {
+        self.state = OwnState::Set { event, check, from_listing };
+    }
+
+    fn is_set(&self) -> bool {
+        matches!(self.state, OwnState::Set { .. })
+    }
+
+    fn stands_in(&self) -> bool {
+        matches!(self.state, OwnState::Set { from_listing: Some(_), .. })
+    }
+
+    fn take_event(&mut self) -> Option<PendingEvent> {
+        match std::mem::take(&mut self.state) {
+            OwnState::Set { event, .. } => Some(event),
+            OwnState::Unset => None,
+        }
+    }
+
+    /// Whether the watch has fired by now, without waiting: `None` while it has not (or none
+    /// is set). Once fired, it is unset.
+    fn fired(&mut self) -> Option<OwnEvent> {
+        let OwnState::Set { event, .. } = &mut self.state else { return None };
+        let fired = poll_now(event.as_mut())?;
+        self.state = OwnState::Unset;
+        Some(fired)
+    }
+
+    /// Whether the watch, set and not fired, says our node exists (see [`OwnCheck`]).
+    fn vouches(&mut self) -> bool {
+        match &mut self.state {
+            OwnState::Set { check, .. } => check.vouches(),
+            OwnState::Unset => false,
+        }
+    }
+
+    /// The watch's event; pending for ever while none is set. Once fired, it is unset.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropped before the event, the watch stays as it was.
+    async fn next(&mut self) -> OwnEvent {
+        match &mut self.state {
+            OwnState::Set { event, .. } => {
+                let fired = event.as_mut().await;
+                self.state = OwnState::Unset;
+                fired
+            }
+            OwnState::Unset => std::future::pending().await,
+        }
+    }
+
+    fn take_alone(&mut self) -> Option<AloneCheck> {
+        match &mut self.state {
+            OwnState::Set { from_listing: Some(alone), .. } => alone.take(),
+            _ => None,
+        }
+    }
 }
 
 /// Our node in a queue.
 pub(crate) struct Entry {
-    pub conn: Conn,
-    pub root: LockPath,
+    conn: Conn,
+    root: LockPath,
     /// Child name, e.g. `_c_<uuid>-lock-0000000042`.
-    pub name: String,
+    name: String,
     /// Full path.
-    pub path: String,
-    pub seq: i32,
+    path: String,
+    seq: i32,
     /// The creating transaction's zxid: the fencing token.
-    pub czxid: i64,
-    /// The data watch on our own node, and what it says.
-    pub own: OwnNodeWatch,
+    czxid: i64,
+    /// The watch on our own node, and what it says.
+    own: OwnNodeWatch,
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
-    pub revoke_requested: bool,
+    revoke_requested: bool,
     /// Our node's data (the participant id), for rewriting it unchanged.
-    pub data: Vec<u8>,
-    /// Whether our delete says it is clean (the queue's lock delay is on; see
-    /// `Conn::send_delete`).
-    pub mark: CleanMark,
+    data: Vec<u8>,
+    /// What our delete says (see [`Leaving`]).
+    leaving: Leaving,
     janitor: Janitor,
     armed: bool,
 }
 
 impl Entry {
-    pub fn new(conn: &Conn, root: &LockPath, name: String, seq: i32, czxid: i64, janitor: &Janitor) -> Entry {
+    /// Our node `name` under `root`, created with `data`; its delete says what `leaving` says.
+    pub fn new(
+        conn: &Conn,
+        root: &LockPath,
+        (name, seq, czxid): (String, i32, i64),
+        data: &[u8],
+        leaving: Leaving,
+        janitor: &Janitor,
+    ) -> Entry {
         let path = root.child(&name);
         conn.track(&path);
         Entry {
@@ -334,11 +407,36 @@ impl Entry {
             czxid,
             own: OwnNodeWatch::default(),
             revoke_requested: false,
-            data: Vec::new(),
-            mark: CleanMark::default(),
+            data: data.to_vec(),
+            leaving,
             janitor: janitor.clone(),
             armed: true,
         }
+    }
+
+    /// Our node's name in the queue.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Our node's sequence number.
+    pub fn seq(&self) -> i32 {
+        self.seq
+    }
+
+    /// The creating transaction's zxid: the fencing token.
+    pub fn czxid(&self) -> i64 {
+        self.czxid
+    }
+
+    /// The queue's root.
+    pub fn root(&self) -> &LockPath {
+        &self.root
+    }
+
+    /// The connection our node was created on.
+    pub fn conn(&self) -> &Conn {
+        &self.conn
     }
 
     /// (Re-)arms the data watch on our own node, noting a revocation request in its data.
@@ -350,9 +448,8 @@ impl Entry {
         let state = self.conn.client.state_watcher();
         match on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
             Ok((data, _, watcher)) => {
-                self.own.event = Some(Box::pin(async move { watcher.changed().await.into() }));
-                self.own.check = Some(OwnCheck::answered(state));
-                (self.own.from_listing, self.own.alone) = (false, None);
+                let event: PendingEvent = Box::pin(async move { watcher.changed().await.into() });
+                self.own.set(event, OwnCheck::answered(state), None);
                 if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }
@@ -367,8 +464,101 @@ impl Entry {
     /// It takes over from the listing's child watch, if that stood in.
     pub fn send_own_watch(&mut self) {
         let (event, check) = watch_own_node(&self.conn.client, &self.path);
-        (self.own.event, self.own.check) = (Some(event), Some(check));
-        (self.own.from_listing, self.own.alone) = (false, None);
+        self.own.set(event, check, None);
+    }
+
+    /// The join's listing's child watch stands in for the data watch on our node (see
+    /// [`own_watch_from_listing`]); `state` was taken before the listing was sent.
+    pub fn watch_own_from_listing(
+        &mut self,
+        watcher: zookeeper_client::OneshotWatcher,
+        state: zookeeper_client::StateWatcher,
+    ) {
+        let (event, check, alone) = own_watch_from_listing(watcher, state);
+        self.own.set(event, check, Some(Some(alone)));
+    }
+
+    /// The holder follows the own-node watch (see [`OwnNodeWatch::follow`]).
+    pub fn follow_own_watch(&mut self) {
+        self.own.follow = true;
+    }
+
+    /// Whether a watch on our own node is set (and has not been seen to fire).
+    pub fn watches_own(&self) -> bool {
+        self.own.is_set()
+    }
+
+    /// Whether the own-node watch has fired by now, without waiting (see
+    /// [`OwnNodeWatch::fired`]).
+    pub fn own_fired(&mut self) -> Option<OwnEvent> {
+        self.own.fired()
+    }
+
+    /// Whether the own-node watch, set and not fired, says our node exists (see [`OwnCheck`]).
+    pub fn own_vouches(&mut self) -> bool {
+        self.own.vouches()
+    }
+
+    /// The own-node watch's next event; pending for ever while none is set.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: dropped before the event, the watch stays as it was.
+    pub async fn own_event(&mut self) -> OwnEvent {
+        self.own.next().await
+    }
+
+    /// Our release will not know that nobody is behind us (see [`AloneCheck`]).
+    pub fn forget_alone(&mut self) {
+        self.own.take_alone();
+    }
+
+    /// We were admitted at the head of the queue, every node before ours gone (or not, when
+    /// `at_head` is false): our release may say so (see [`Leaving::tomb`]).
+    pub fn admitted_at_head(&mut self, at_head: bool) {
+        self.leaving.at_head = at_head;
+    }
+
+    /// A node ahead of ours vanished without a clean release (see [`Leaving::hold_back`]).
+    pub fn hold_back(&mut self, delay: std::time::Duration) {
+        self.leaving.hold_back(delay);
+    }
+
+    /// Rewrites our node's data unchanged: a data change that wakes the waiter watching it.
+    ///
+    /// # Errors
+    /// [`Error::NodeDeleted`] when our node is gone; errors of the write.
+    pub async fn touch(&mut self) -> Result<()> {
+        let (client, path, data) = (&self.conn.client, self.path.as_str(), self.data.as_slice());
+        match on_connection_loss(|| client.set_data(path, data, None)).await {
+            Ok(_) => Ok(()),
+            Err(ZkError::NoNode) => Err(Error::NodeDeleted { path: path.to_string() }),
+            Err(e) => Err(Error::from_zk("announce", path, e)),
+        }
+    }
+
+    /// Before a waiting round: the data watch on our node, when the round may enter on a
+    /// deletion alone (`enters_on_deletion`: it is set before the watch on the node ahead, see
+    /// [`OwnCheck`]) and none is set, or when the join's listing's child watch stands in. A
+    /// waiter does not keep that child watch as its own-node watch (it would fire for every
+    /// join behind, and for the deletion we wait on, each time costing a read): the data watch
+    /// takes over, and the child watch is kept, unpolled, until that one fires (dropped
+    /// unfired, it would cost a request to remove it).
+    pub fn watch_own_for_wait(&mut self, enters_on_deletion: bool) {
+        if !(enters_on_deletion && !self.own.is_set() || self.own.stands_in()) {
+            return;
+        }
+        // (Without the child watch, the slot is empty here: nothing to keep.)
+        let child = self.own.take_event();
+        self.send_own_watch();
+        if let Some(child) = child {
+            let OwnState::Set { event, .. } = &mut self.own.state else { return };
+            let own = std::mem::replace(event, Box::pin(std::future::pending()));
+            *event = Box::pin(async move {
+                let own = own.await;
+                drop(child);
+                own
+            });
+        }
     }
 
     /// Our node was deleted by someone else: disarms (nothing to delete) and says so.
@@ -389,8 +579,8 @@ impl Entry {
     /// If dropped before the delete is confirmed, the entry stays armed and its drop deletes in
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
-        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
-        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, marked, tomb)).await {
+        let departure = self.leaving.departure();
+        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, departure)).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -406,66 +596,75 @@ impl Entry {
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
     pub fn into_parts(mut self) -> EntryParts {
         self.disarm();
+        let alone = self.own.take_alone();
         EntryParts {
             conn: self.conn.clone(),
             path: std::mem::take(&mut self.path),
             czxid: self.czxid,
-            own: self.own.event.take(),
+            own: self.own.take_event(),
             follow_own: self.own.follow,
             revoked: self.revoke_requested,
-            marks_release: self.mark.on,
-            tomb: self.mark.tomb(),
-            alone: self.own.alone.take(),
+            clean_releases: self.leaving.clean,
+            tomb: self.leaving.tomb(),
+            alone,
         }
     }
 }
 
-/// What a delete of our node says. Whether it is clean: the lock delay is on for its queue, and
-/// it is not within a delay we began. Whether it leaves a tombstone: the queue's waiters watch
-/// for them, and our node was admitted at the head of the queue (see `Conn::send_delete`).
+/// How our node will leave: what its delete says (a [`Departure`]). A clean release when the
+/// queue's lock delay is on and the delete is not within a delay we began; a tombstone when the
+/// queue's waiters watch for them and our node was admitted at the head of the queue. A queue
+/// has one or the other (`Queue::tombstones`: off with a lock delay).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct CleanMark {
-    /// The queue's lock delay is on.
-    pub on: bool,
+pub(crate) struct Leaving {
+    /// Our releases are clean ones (the queue's lock delay is on; off for good after a delay
+    /// past the end of time).
+    clean: bool,
     /// Tombstones are on for the queue (no lock delay: `Queue::tombstones`).
-    pub tombstones: bool,
+    tombstones: bool,
     /// Our node was admitted at the head of the queue (every node before it was gone), and the
     /// rule says the waiter behind it watches for its tombstone
     /// (`Admission::leaves_tombstone`). Set only when that is known (a listing showed our node
     /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
     /// of a node further back.
-    pub at_head: bool,
+    at_head: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was
     /// clean (that one would enter at once).
     after: Option<std::time::Instant>,
 }
 
-impl CleanMark {
-    /// Marks when `on`.
-    pub fn new(on: bool, tombstones: bool) -> CleanMark {
-        CleanMark { on, tombstones, at_head: false, after: None }
+impl Leaving {
+    /// Clean releases when `clean` (a lock delay), tombstones when `tombstones`.
+    pub fn new(clean: bool, tombstones: bool) -> Leaving {
+        Leaving { clean, tombstones, at_head: false, after: None }
     }
 
     /// Whether our delete leaves a tombstone: only a node admitted at the head may say so, for
     /// the waiter behind it takes it for proof that every node before it is gone.
-    pub fn tomb(&self) -> bool {
+    fn tomb(&self) -> bool {
         self.tombstones && self.at_head
     }
 
     /// A node ahead of ours vanished without a clean release: until `delay` from now, our own
-    /// delete (if we leave) is not marked clean.
-    pub fn hold_back(&mut self, delay: std::time::Duration) {
+    /// delete (if we leave) is not a clean release.
+    fn hold_back(&mut self, delay: std::time::Duration) {
         match std::time::Instant::now().checked_add(delay) {
             Some(until) => self.after = Some(self.after.map_or(until, |at| at.max(until))),
             // Past the end of time: never clean.
-            None => self.on = false,
+            None => self.clean = false,
         }
     }
 
-    /// Whether a delete now says it is clean.
-    pub fn now(&self) -> bool {
-        self.on && self.after.is_none_or(|at| std::time::Instant::now() >= at)
+    /// What a delete sent now says.
+    fn departure(&self) -> Departure {
+        if self.clean && self.after.is_none_or(|at| std::time::Instant::now() >= at) {
+            Departure::Clean
+        } else if self.tomb() {
+            Departure::Tombstone
+        } else {
+            Departure::Plain
+        }
     }
 }
 
@@ -477,8 +676,9 @@ pub(crate) struct EntryParts {
     pub own: Option<PendingEvent>,
     pub follow_own: bool,
     pub revoked: bool,
-    pub marks_release: bool,
-    /// Whether its delete leaves a tombstone (see [`CleanMark::tomb`]), unless it knows then
+    /// Whether its releases are clean ones (see [`Leaving`]).
+    pub clean_releases: bool,
+    /// Whether its delete leaves a tombstone (see [`Leaving::tomb`]), unless it knows then
     /// that nobody is queued behind it (`alone`).
     pub tomb: bool,
     /// Whether nobody has joined behind our node since the join's listing (see [`AloneCheck`]).
@@ -490,13 +690,13 @@ impl Drop for Entry {
         if !self.armed {
             return;
         }
-        let (marked, tomb) = (self.mark.now(), self.mark.tomb());
+        let departure = self.leaving.departure();
         let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
-        let own = self.own.event.take();
+        let own = self.own.take_event();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly_marked(&path, marked, tomb).await;
+            conn.delete_quietly_as(&path, departure).await;
             drop(own);
         });
     }

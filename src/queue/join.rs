@@ -1,12 +1,15 @@
 //! Taking a place in the queue (`Queue::join`) and deciding on a listing (`Queue::decide`).
 
+use std::future::Future;
+
 use futures_util::future::Either;
-use zookeeper_client::{Acls, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, CreateMode, CreateSequence, Error as ZkError, Stat};
 
 use super::entry::{self, Entry, PendingCreate};
+use super::plan::{JoinInputs, JoinPlan, Listing, ParentCreate};
 use super::rule::{Admission, Decision};
 use super::stats::Count;
-use super::{Joined, Queue};
+use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
 use crate::session::Conn;
@@ -20,6 +23,10 @@ impl Queue {
     /// and `data`, creating CONTAINER parents when missing. Returns our entry and a listing of
     /// the root made after our create.
     ///
+    /// Each round is planned first ([`JoinPlan`]: which requests, from the options and the
+    /// session's guesses), then sent ([`Queue::send_round`]) and its answers read; a missing
+    /// parent or a lost create plans the next round.
+    ///
     /// On a connection loss during the create, recovers the node by its protection prefix and
     /// adopts it only if its owner is this session (protected mode).
     ///
@@ -27,187 +34,43 @@ impl Queue {
     /// Cancel-safe: a drop at any await leaves no node behind (see [`PendingCreate`]).
     pub async fn join(&self, conn: &Conn, marker: &str, data: &[u8]) -> Result<Joined> {
         self.janitor.remember_runtime();
-        let client = &conn.client;
         let protection = self.scheme.new_protection();
         // Room for the sequence suffix (at most eleven characters) that names the node.
         let mut node_prefix = String::with_capacity(protection.len() + marker.len() + 11);
         node_prefix.push_str(&protection);
         node_prefix.push_str(marker);
         let create_path = self.root.child(&node_prefix);
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
-        let shared = self.session.shared();
-        let hint = &shared.guesses.parent_missing;
-        // See `session/guess.rs`: the listing's child watch may stand in for the data watch on
-        // our node when this session's recent joins found their node alone, or (below) on a
-        // guessed fresh path; never when a data watch is needed from the start (revocable
-        // locks, the lock delay's release marks) or when the listing must read the root's
-        // version (a root that carries data).
-        let stand_in =
-            self.watch_own && !self.data_watch_only && self.lock_delay.is_none() && self.root_data.is_none();
-        let expect_idle = stand_in && shared.guesses.idle.expect();
+        let mut plan = JoinPlan::first(self.join_inputs());
         let mut parent_races = 0;
-        // See `session/guess.rs`. When the parent is probably missing, its create goes out just
-        // before ours (and the listing after it): a fresh path costs one round trip and no
-        // failed create. A root that must carry data is made by `make_parents` instead, so there our
-        // create goes alone first.
-        let expect_missing = hint.expect();
-        let mut alone = expect_missing && self.root_data.is_some();
-        // The parent's create goes out just before ours: on the hint, or after a missing parent.
-        let mut parent_first = expect_missing && self.root_data.is_none();
-        // Whether this round's parent create came from the hint (its answer teaches the hint).
-        let mut guessed = parent_first;
         loop {
-            let parent = parent_first.then(|| client.create(self.root.as_str(), &[], &self.parent_options()));
-            self.counters.bump(Count::Create);
-            let create = client.create(&create_path, data, &options);
-            // Pipelined: sent now, answered after the create. With the root's version too, when
-            // the root must carry data (the same packets; see `verify_root`).
-            // (The request goes out when the client's method is called, not when its future is
-            // first polled: each is called here, outside the `async` block that maps its answer.)
-            //
-            // On a guessed fresh path or idle lock, the listing carries a child watch that stands
-            // in for the data watch on our node (see `own_watch_from_listing`).
-            let child_watch = stand_in && (guessed || expect_idle);
-            let state = child_watch.then(|| client.state_watcher());
-            let listing = (!alone).then(|| match (&self.root_data, child_watch) {
-                (None, false) => {
-                    let sent = client.list_children(self.root.as_str());
-                    Either::Left(Either::Left(
-                        async move { sent.await.map(|children| (children, None, None)) },
-                    ))
-                }
-                (None, true) => {
-                    let sent = client.list_and_watch_children(self.root.as_str());
-                    Either::Left(Either::Right(async move {
-                        sent.await.map(|(children, watcher)| (children, None, Some(watcher)))
-                    }))
-                }
-                (Some(_), _) => {
-                    let sent = client.get_children(self.root.as_str());
-                    Either::Right(async move {
-                        let (children, stat) = sent.await?;
-                        Ok((children, Some((stat.czxid, stat.mzxid)), None))
-                    })
-                }
-            });
-            let mut grandparent_missing = false;
-            if let Some(parent) = parent {
-                let made = parent.await;
-                let was_guessed = std::mem::take(&mut guessed);
-                if was_guessed {
-                    match &made {
-                        Ok(_) => hint.note(true),
-                        Err(ZkError::NodeExists) => hint.note(false),
-                        Err(_) => {}
-                    }
-                }
-                match made {
-                    Ok(_) | Err(ZkError::NodeExists) => {}
-                    Err(ZkError::NoNode) => grandparent_missing = true,
-                    // Ours fails with it; its own error (or a retry) follows.
-                    Err(e) if crate::error::is_connection_loss(&e) => {}
-                    // A guess may be wrong in any way (the parent exists, but we may not create
-                    // beside it: NoAuth): ours, sent anyway, decides.
-                    Err(_) if was_guessed => {}
-                    Err(e) => return Err(Error::from_zk("create parents", self.root.as_str(), e)),
-                }
+            if plan.make_parents {
+                self.make_parents(conn).await?;
             }
-            let created = create.await;
-            if parent_races == 0 && !parent_first {
-                hint.note(matches!(created, Err(ZkError::NoNode)));
+            let sent = self.send_round(conn, &plan, &create_path, data);
+            let grandparent_missing = self.parent_answer(sent.parent, &plan).await?;
+            let created = sent.create.await;
+            if plan.teaches_parent_guess {
+                self.session.shared().guesses.parent_missing.note(matches!(created, Err(ZkError::NoNode)));
             }
             match created {
                 Ok((stat, seq)) => {
-                    let mut name = node_prefix;
-                    match i32::try_from(seq.into_i64()) {
-                        Ok(seq) => crate::naming::push_sequence_text(&mut name, seq),
-                        // Not a sequence of ZooKeeper 3.x; named as the client names it.
-                        Err(_) => name.push_str(&seq.to_string()),
-                    }
-                    let mut entry = Entry::new(
-                        conn,
-                        &self.root,
-                        name,
-                        seq_i32(seq.into_i64()),
-                        stat.czxid,
-                        &self.janitor,
-                    );
-                    entry.data = data.to_vec();
-                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
                     pending.disarm();
-                    if self.watch_own && !child_watch {
-                        // Pipelined, not awaited: the holder's own-node task (or the wait) takes it over.
-                        entry.send_own_watch();
-                        entry.own.follow = true;
-                    }
-                    let listed = match listing {
-                        Some(listing) => listing.await.ok(),
-                        None => None,
-                    };
-                    let (children, root) = match listed {
-                        Some((children, root, watcher)) => {
-                            self.counters.bump(Count::Listing);
-                            if stand_in {
-                                shared.guesses.idle.note(children.len() == 1);
-                            }
-                            if let (Some(watcher), Some(state)) = (watcher, state) {
-                                let (event, check, alone) = entry::own_watch_from_listing(watcher, state);
-                                (entry.own.event, entry.own.check) = (Some(event), Some(check));
-                                entry.own.alone = Some(alone);
-                                entry.own.follow = true;
-                                entry.own.from_listing = true;
-                            }
-                            (children, root)
-                        }
-                        None => {
-                            if child_watch {
-                                // The listing (and its watch) failed: the data watch, then a
-                                // listing after it, as on any path.
-                                entry.send_own_watch();
-                                entry.own.follow = true;
-                            }
-                            (self.list_on(conn).await?, None)
-                        }
-                    };
-                    return Ok(Joined { entry, children, root });
+                    let entry = self.entry_created(conn, node_prefix, (stat.czxid, seq.into_i64()), data);
+                    return self.listed(conn, entry, &plan, sent.listing).await;
                 }
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
-                    drop(listing);
                     parent_races += 1;
-                    alone = false;
-                    if self.root_data.is_some() || grandparent_missing {
-                        self.make_parents(conn).await?;
-                        parent_first = false;
-                    } else {
-                        parent_first = true;
-                    }
+                    plan = plan.after_missing_parent(grandparent_missing);
                 }
                 Err(e) if crate::error::is_connection_loss(&e) => {
-                    drop(listing);
-                    self.counters.bump(Count::Recovery);
-                    let mut found = entry::find_ours(client, &self.root, &protection).await?;
-                    if found.is_empty() {
-                        tracing::debug!(root = %self.root, "create lost with the connection; creating again");
-                        continue;
+                    drop(sent.listing);
+                    if let Some(joined) = self.recover(conn, &protection, &plan, data).await? {
+                        pending.disarm();
+                        return Ok(joined);
                     }
-                    // More than one can only come from a create that landed late: keep the first.
-                    for (extra, _) in found.drain(1..) {
-                        conn.delete_quietly(&self.root.child(&extra)).await;
-                    }
-                    let (name, czxid) = found.remove(0);
-                    let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
-                    tracing::debug!(node = %name, "recovered our node after a connection loss");
-                    let mut entry = Entry::new(conn, &self.root, name, seq, czxid, &self.janitor);
-                    entry.data = data.to_vec();
-                    entry.mark = entry::CleanMark::new(self.lock_delay.is_some(), self.tombstones());
-                    pending.disarm();
-                    if self.watch_own {
-                        entry.watch_self().await?;
-                        entry.own.follow = true;
-                    }
-                    let children = self.list_on(conn).await?;
-                    return Ok(Joined { entry, children, root: None });
+                    tracing::debug!(root = %self.root, "create lost with the connection; creating again");
+                    plan = plan.after_lost_create();
                 }
                 Err(e) => {
                     // The create failed for sure: nothing to clean up.
@@ -218,24 +81,221 @@ impl Queue {
         }
     }
 
-    /// Decides on a listing; `Err(NodeDeleted)` when our node is not in it,
-    /// `Err(FormatConflict)` when nodes of the other naming format share the path, and
-    /// `Err(SequenceWrapped)` when the path's sequence counter has wrapped (see `sort_queue`).
+    /// What decides a join's first plan: this queue's options, and the session's guesses.
+    fn join_inputs(&self) -> JoinInputs {
+        let guesses = &self.session.shared().guesses;
+        // See `session/guess.rs`: never when a data watch is needed from the start (revocable
+        // locks, the lock delay's release marks) or when the listing must read the root's
+        // version (a root that carries data).
+        let stand_in =
+            self.watch_own && !self.data_watch_only && self.lock_delay.is_none() && self.root_data.is_none();
+        JoinInputs {
+            watch_own: self.watch_own,
+            stand_in,
+            root_data: self.root_data.is_some(),
+            parent_missing: guesses.parent_missing.expect(),
+            idle: stand_in && guesses.idle.expect(),
+        }
+    }
+
+    /// Sends `plan`'s round back to back, answered in order: the parent's create, ours, and the
+    /// listing. A request goes out when the client's method is called, not when its future is
+    /// first polled: each is called here, and its answer read by the caller.
+    fn send_round<'a>(
+        &'a self,
+        conn: &'a Conn,
+        plan: &JoinPlan,
+        path: &'a str,
+        data: &[u8],
+    ) -> Sent<
+        impl Future<Output = Created> + 'a,
+        impl Future<Output = Created> + 'a,
+        impl Future<Output = ZkResult<Listed>> + 'a,
+    > {
+        let (client, root) = (&conn.client, self.root.as_str());
+        let parent =
+            (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &self.parent_options()));
+        self.counters.bump(Count::Create);
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
+        let create = client.create(path, data, &options);
+        // Taken before the listing is sent (see `OwnCheck`).
+        let state = (plan.listing == Listing::ChildWatch).then(|| client.state_watcher());
+        let listing = match plan.listing {
+            Listing::After => None,
+            Listing::Plain => {
+                let sent = client.list_children(root);
+                Some(Either::Left(Either::Left(async move {
+                    Ok(Listed { children: sent.await?, root: None, watch: None })
+                })))
+            }
+            Listing::ChildWatch => {
+                let sent = client.list_and_watch_children(root);
+                Some(Either::Left(Either::Right(async move {
+                    let (children, watcher) = sent.await?;
+                    Ok(Listed { children, root: None, watch: state.map(|state| (watcher, state)) })
+                })))
+            }
+            Listing::RootVersion => {
+                let sent = client.get_children(root);
+                Some(Either::Right(async move {
+                    let (children, stat) = sent.await?;
+                    Ok(Listed { children, root: Some((stat.czxid, stat.mzxid)), watch: None })
+                }))
+            }
+        };
+        Sent { parent, create, listing }
+    }
+
+    /// Reads the answer to the parent's create, if the plan sent one: whether the parent's own
+    /// parent is missing. A guessed create's answer teaches the guess.
+    ///
+    /// # Errors
+    /// The parent create's error when it was not a guess and ours cannot decide.
+    async fn parent_answer(
+        &self,
+        parent: Option<impl Future<Output = Created>>,
+        plan: &JoinPlan,
+    ) -> Result<bool> {
+        let Some(parent) = parent else { return Ok(false) };
+        let made = parent.await;
+        let guessed = plan.parent == ParentCreate::Guessed;
+        if guessed {
+            match &made {
+                Ok(_) => self.session.shared().guesses.parent_missing.note(true),
+                Err(ZkError::NodeExists) => self.session.shared().guesses.parent_missing.note(false),
+                Err(_) => {}
+            }
+        }
+        match made {
+            Ok(_) | Err(ZkError::NodeExists) => Ok(false),
+            Err(ZkError::NoNode) => Ok(true),
+            // Ours fails with it; its own error (or a retry) follows.
+            Err(e) if crate::error::is_connection_loss(&e) => Ok(false),
+            // A guess may be wrong in any way (the parent exists, but we may not create beside
+            // it: NoAuth): ours, sent anyway, decides.
+            Err(_) if guessed => Ok(false),
+            Err(e) => Err(Error::from_zk("create parents", self.root.as_str(), e)),
+        }
+    }
+
+    /// Our entry, once our create returned `(czxid, sequence)`: named by the sequence.
+    fn entry_created(&self, conn: &Conn, prefix: String, (czxid, seq): (i64, i64), data: &[u8]) -> Entry {
+        let mut name = prefix;
+        match i32::try_from(seq) {
+            Ok(seq) => crate::naming::push_sequence_text(&mut name, seq),
+            // Not a sequence of ZooKeeper 3.x; named as the client names it.
+            Err(_) => name.push_str(&seq.to_string()),
+        }
+        self.entry(conn, name, seq_i32(seq), czxid, data)
+    }
+
+    /// An entry for our node `name`, carrying `data` and the queue's release marks.
+    fn entry(&self, conn: &Conn, name: String, seq: i32, czxid: i64, data: &[u8]) -> Entry {
+        let leaving = entry::Leaving::new(self.lock_delay.is_some(), self.tombstones());
+        Entry::new(conn, &self.root, (name, seq, czxid), data, leaving, &self.janitor)
+    }
+
+    /// Reads the round's listing into the outcome, once our node is in. The data watch on our
+    /// node goes first when the plan sends it (pipelined, not awaited: the holder's own-node
+    /// task, or the wait, takes it over); else the listing's child watch stands in for it.
+    /// Without the pipelined listing (none planned, or it failed), lists again.
+    async fn listed(
+        &self,
+        conn: &Conn,
+        mut entry: Entry,
+        plan: &JoinPlan,
+        listing: Option<impl Future<Output = ZkResult<Listed>>>,
+    ) -> Result<Joined> {
+        if plan.sends_data_watch() {
+            entry.send_own_watch();
+            entry.follow_own_watch();
+        }
+        let listed = match listing {
+            Some(listing) => listing.await.ok(),
+            None => None,
+        };
+        let Some(Listed { children, root, watch }) = listed else {
+            if plan.listing == Listing::ChildWatch {
+                // The listing (and its watch) failed: the data watch, then a listing after it,
+                // as on any path.
+                entry.send_own_watch();
+                entry.follow_own_watch();
+            }
+            return Ok(Joined { children: self.list_on(conn).await?, entry, root: None });
+        };
+        self.counters.bump(Count::Listing);
+        if plan.teaches_idle_guess() {
+            self.session.shared().guesses.idle.note(children.len() == 1);
+        }
+        if let Some((watcher, state)) = watch {
+            entry.watch_own_from_listing(watcher, state);
+            entry.follow_own_watch();
+        }
+        Ok(Joined { entry, children, root })
+    }
+
+    /// After our create was lost with the connection: our node if it landed (found by its
+    /// protection prefix, this session's), watched and with a listing; `None` if it did not.
+    async fn recover(
+        &self,
+        conn: &Conn,
+        protection: &str,
+        plan: &JoinPlan,
+        data: &[u8],
+    ) -> Result<Option<Joined>> {
+        self.counters.bump(Count::Recovery);
+        let mut found = entry::find_ours(&conn.client, &self.root, protection).await?;
+        if found.is_empty() {
+            return Ok(None);
+        }
+        // More than one can only come from a create that landed late: keep the first.
+        for (extra, _) in found.drain(1..) {
+            conn.delete_quietly(&self.root.child(&extra)).await;
+        }
+        let (name, czxid) = found.remove(0);
+        let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
+        tracing::debug!(node = %name, "recovered our node after a connection loss");
+        let mut entry = self.entry(conn, name, seq, czxid, data);
+        if plan.watches_own() {
+            entry.watch_self().await?;
+            entry.follow_own_watch();
+        }
+        let children = self.list_on(conn).await?;
+        Ok(Some(Joined { entry, children, root: None }))
+    }
+
+    /// Decides on a listing for our entry (see [`decide_on`]).
     pub fn decide(
         &self,
         entry: &Entry,
         rule: &dyn Admission,
         children: &[String],
     ) -> Result<(Vec<QueueNode>, usize, Decision)> {
-        let queue = self.sorted_without_conflicts(children)?;
-        let me = queue
-            .iter()
-            .position(|n| n.name == entry.name)
-            .ok_or_else(|| Error::NodeDeleted { path: entry.path.clone() })?;
-        let decision = rule.decide(&queue, me);
-        Ok((queue, me, decision))
+        decide_on(&self.scheme, &self.root, rule, entry.name(), children)
     }
 }
+
+/// A round's requests, sent: the parent's create (if planned), ours, and the listing (if
+/// pipelined), each still to be answered.
+struct Sent<P, C, L> {
+    parent: Option<P>,
+    create: C,
+    listing: Option<L>,
+}
+
+/// The answer to a join's listing: the children, the root's version when it was read, and the
+/// child watch (with the connection's state as it was when the listing was sent) when it set
+/// one.
+struct Listed {
+    children: Vec<String>,
+    root: Option<super::RootVersion>,
+    watch: Option<(zookeeper_client::OneshotWatcher, zookeeper_client::StateWatcher)>,
+}
+
+type ZkResult<T> = std::result::Result<T, ZkError>;
+
+/// The answer to a create.
+type Created = ZkResult<(Stat, CreateSequence)>;
 
 /// ZooKeeper's sequence is an `i32` (the client widens it to `i64`).
 fn seq_i32(seq: i64) -> i32 {

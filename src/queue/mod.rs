@@ -40,6 +40,7 @@
 mod entry;
 mod events;
 mod join;
+mod plan;
 mod rule;
 mod stats;
 mod wait;
@@ -213,44 +214,6 @@ impl Queue {
         Ok(queue)
     }
 
-    /// As [`Queue::sorted`], and `Err(FormatConflict)` if `children` has a node of the other
-    /// naming format (`Err(RecipeConflict)` for another recipe's), in one pass: a child that parses as ours is never the other format's (see
-    /// [`NameScheme::conflicting`]), so only the others are looked at twice.
-    pub fn sorted_without_conflicts(&self, children: &[String]) -> Result<Vec<QueueNode>> {
-        let mut queue = Vec::with_capacity(children.len());
-        for child in children {
-            match self.scheme.parse(child) {
-                Some(node) => queue.push(node),
-                None => self.refuse_conflict(child)?,
-            }
-        }
-        sort_queue(&mut queue, &self.scheme, self.root.as_str())?;
-        Ok(queue)
-    }
-
-    /// `Err(FormatConflict)` if `child` is a node of the other naming format,
-    /// `Err(RecipeConflict)` if it is a queue node of another kind of recipe: either would
-    /// admit beside us. Other foreign children are left alone.
-    fn refuse_conflict(&self, child: &str) -> Result<()> {
-        match crate::naming::NodeFormat::detect(child) {
-            Some(theirs) if theirs != self.scheme.format => Err(Error::FormatConflict {
-                path: self.root.to_string(),
-                node: child.to_string(),
-                ours: self.scheme.format,
-                theirs,
-            }),
-            _ => match self.scheme.other_recipe(child) {
-                Some(theirs) => Err(Error::RecipeConflict {
-                    path: self.root.to_string(),
-                    node: child.to_string(),
-                    ours: self.scheme.recipe(),
-                    theirs,
-                }),
-                None => Ok(()),
-            },
-        }
-    }
-
     /// The session's current connection, waiting while a new session is being started.
     ///
     /// # Errors
@@ -349,6 +312,71 @@ impl Queue {
             }
             return Ok(Err(data));
         }
+    }
+}
+
+/// The queue a listing of `root` shows under `scheme`, in creation order: foreign children
+/// (tombstones, a name with no sequence suffix, anyone's other nodes) are left out;
+/// `Err(FormatConflict)` if `children` has a node of the other naming format,
+/// `Err(RecipeConflict)` if one of another kind of recipe (either would admit beside us), and
+/// `Err(SequenceWrapped)` when the path's sequence counter has wrapped (see `sort_queue`). In
+/// one pass: a child that parses as ours is never the other format's (see
+/// [`NameScheme::conflicting`]), so only the others are looked at twice. Pure: no I/O.
+pub(crate) fn listed_queue(
+    scheme: &NameScheme,
+    root: &LockPath,
+    children: &[String],
+) -> Result<Vec<QueueNode>> {
+    let mut queue = Vec::with_capacity(children.len());
+    for child in children {
+        match scheme.parse(child) {
+            Some(node) => queue.push(node),
+            None => refuse_conflict(scheme, root, child)?,
+        }
+    }
+    sort_queue(&mut queue, scheme, root.as_str())?;
+    Ok(queue)
+}
+
+/// What `rule` says of the node `name` on a listing of `root` (see [`listed_queue`]): the
+/// queue, the node's place in it, and the decision. `Err(NodeDeleted)` when the node is not in
+/// it; the errors of [`listed_queue`]. Pure: no I/O.
+pub(crate) fn decide_on(
+    scheme: &NameScheme,
+    root: &LockPath,
+    rule: &dyn Admission,
+    name: &str,
+    children: &[String],
+) -> Result<(Vec<QueueNode>, usize, Decision)> {
+    let queue = listed_queue(scheme, root, children)?;
+    let me = queue
+        .iter()
+        .position(|n| n.name == name)
+        .ok_or_else(|| Error::NodeDeleted { path: root.child(name) })?;
+    let decision = rule.decide(&queue, me);
+    Ok((queue, me, decision))
+}
+
+/// `Err(FormatConflict)` if `child` is a node of the other naming format,
+/// `Err(RecipeConflict)` if it is a queue node of another kind of recipe: either would
+/// admit beside us. Other foreign children are left alone.
+fn refuse_conflict(scheme: &NameScheme, root: &LockPath, child: &str) -> Result<()> {
+    match crate::naming::NodeFormat::detect(child) {
+        Some(theirs) if theirs != scheme.format => Err(Error::FormatConflict {
+            path: root.to_string(),
+            node: child.to_string(),
+            ours: scheme.format,
+            theirs,
+        }),
+        _ => match scheme.other_recipe(child) {
+            Some(theirs) => Err(Error::RecipeConflict {
+                path: root.to_string(),
+                node: child.to_string(),
+                ours: scheme.recipe(),
+                theirs,
+            }),
+            None => Ok(()),
+        },
     }
 }
 

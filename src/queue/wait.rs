@@ -3,7 +3,7 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{self, Entry, OwnEvent};
+use super::entry::{Entry, OwnEvent};
 use super::events::{Progress, QueueEvent};
 use super::rule::{Admission, Decision};
 use super::stats::Count;
@@ -17,6 +17,10 @@ impl Queue {
     /// Waits until `rule` admits our entry, starting from `children` (a listing made after our
     /// node was created), reporting to `progress` and keeping the lock delay's account there.
     ///
+    /// Each round decides on a listing, plans what to watch ([`Queue::plan_wait`]), waits for
+    /// a watch to fire, and then either enters on that event alone
+    /// ([`Queue::enter_behind_head`]) or lists again.
+    ///
     /// # Cancel safety
     /// Cancel-safe: the entry is borrowed and stays intact; only the watches on the nodes ahead
     /// (or a first waiter's child watch) are dropped.
@@ -28,162 +32,173 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) -> Result<()> {
         let mut children = children;
-        // Per watched node, the latest data change we have accounted for (see `until_any_gone`).
-        let mut seen = std::collections::HashMap::new();
-        // Watches set in an earlier round that have not fired: kept, not set again.
-        let mut armed = Armed::new();
-        // A first waiter's child watch on the root, set by its latest listing (see
-        // `watch_children`); not fired yet.
-        let mut listed: Option<ArmedWatch> = None;
-        // The exists watch on the tombstone of the node just ahead (see `Queue::tombstones`), by
-        // that node's name: it fires only if that node leaves having been admitted at the head.
-        let mut tombs = Armed::new();
+        let mut kept = Kept::default();
         loop {
-            let (watched, decision, report, (at_head_next, leaves), tomb_for) = {
-                let (queue, me, decision) = self.decide(entry, rule, &children)?;
-                let mut tomb_for = None;
-                // Whether our node leaves a tombstone if admitted at the head.
-                let leaves = self.tombstones() && rule.leaves_tombstone(&queue, me);
-                let watched: Vec<String> = match decision {
-                    Decision::Proceed => {
-                        tracing::debug!(position = me, "admitted");
-                        self.keep_leftovers(entry, &mut armed, listed.take());
-                        self.hold_back(entry, progress).await?;
-                        return self.admitted(entry, rule, &queue, me).await;
-                    }
-                    Decision::Wait { on, then_proceed } => {
-                        let mut ahead = rule.lookahead(&queue, me, on).filter(|&a| a < on);
-                        // With tombstones, the node just ahead tells us itself that it was
-                        // admitted at the head: its tombstone's watch replaces the look-ahead
-                        // (and the listing its firing costs). A waiter without a look-ahead
-                        // (a reader behind a writer) waits as it did.
-                        if self.tombstones()
-                            && ahead.is_some()
-                            && !then_proceed
-                            && on + 1 == me
-                            && rule.leaves_tombstone(&queue, on)
-                        {
-                            tomb_for = Some(queue[on].name.clone());
-                            ahead = None;
-                        }
-                        let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
-                        // With the lock delay, the first waiter (everyone ahead holds) watches
-                        // every holder: any of them vanishing without a clean release must
-                        // hold it back, not only the one it waits on (a writer behind several
-                        // readers).
-                        if self.lock_delay.is_some()
-                            && (0..me).all(|i| rule.decide(&queue, i) == Decision::Proceed)
-                        {
-                            watched.extend((0..me).filter(|i| *i != on && Some(*i) != ahead));
-                        }
-                        watched.into_iter().map(|i| queue[i].name.clone()).collect()
-                    }
-                    Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
-                };
-                tracing::debug!(position = me, watching = watched.len(), "waiting");
-                let report = match progress.listening() {
-                    true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
-                    false => None,
-                };
-                // Entering on the deletion of the node waited on makes us the head when that
-                // node was the head at this listing and we were right behind it.
-                let at_head_next = matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves;
-                (watched, decision, report, (at_head_next, leaves), tomb_for)
-            };
+            let (queue, me, decision) = self.decide(entry, rule, &children)?;
+            if decision == Decision::Proceed {
+                tracing::debug!(position = me, "admitted");
+                self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
+                self.hold_back(entry, progress).await?;
+                return self.admitted(entry, rule, &queue, me).await;
+            }
+            let mut round = self.plan_wait(rule, &queue, me, decision, progress);
             // A waiter keeps only what it watches: with many waiters in one process, each
             // keeping its listing (and the queue parsed from it) would cost memory quadratic in
             // the queue's length (`tests/memory.rs`).
+            drop(queue);
             drop(std::mem::take(&mut children));
-            let then_proceed = matches!(decision, Decision::Wait { then_proceed: true, .. });
-            if ((then_proceed || tomb_for.is_some()) && entry.own.event.is_none()) || entry.own.from_listing {
-                // Sent before the watch on the node ahead: see below. A waiter does not keep the
-                // listing's child watch as its own-node watch (it would fire for every join
-                // behind, and for the deletion we wait on, each time costing a read): the data
-                // watch takes over (`send_own_watch` ends the stand-in), and the child watch is
-                // kept, unpolled, until that one fires (dropped unfired, it would cost a request
-                // to remove it).
-                // (Without the child watch, the slot is empty here: nothing to keep.)
-                let child = entry.own.event.take();
-                entry.send_own_watch();
-                if let (Some(child), Some(own)) = (child, entry.own.event.take()) {
-                    entry.own.event = Some(Box::pin(async move {
-                        let own = own.await;
-                        drop(child);
-                        own
-                    }));
-                }
-            }
+            entry.watch_own_for_wait(round.enters_on_deletion());
             if self.watches_children(decision) {
-                children = self.watch_children(entry, &mut listed, report, progress).await?;
+                children =
+                    self.watch_children(entry, &mut kept.listed, round.report.take(), progress).await?;
                 continue;
             }
-            let watching = Watching { names: &watched, tomb_for: tomb_for.as_deref() };
+            let watching = Watching { names: &round.watched, tomb_for: round.tomb_for.as_deref() };
             let woke = self
-                .until_any_gone(entry, watching, &mut seen, (&mut armed, &mut tombs), report, progress)
+                .until_any_gone(
+                    entry,
+                    watching,
+                    &mut kept.seen,
+                    (&mut kept.armed, &mut kept.tombs),
+                    round.report.take(),
+                    progress,
+                )
                 .await?;
-            // The node ahead was the head at our listing and is gone: nodes created since are
-            // behind us, so we are the head now, if our own node still exists (someone may have
-            // deleted it in an earlier transaction; then we must not enter). So too when the
-            // node just ahead is gone and its tombstone's creation came first: it was admitted
-            // at the head, every node before it gone (see `Queue::tombstones`). The watch on our
-            // own node, set before the ones on the node ahead, tells us without a request while
-            // it vouches (see `OwnCheck`); else we read our node again.
-            // (The node waited on is the first watched; any other is looked at again.)
-            let behind_head = match (woke, &tomb_for) {
-                (Woke::Deleted(0), _) if then_proceed => Some(at_head_next),
-                (Woke::Deleted(0), Some(name)) => tomb_fired(&mut tombs, name).then_some(leaves),
-                _ => None,
-            };
-            if let Some(at_head) = behind_head {
-                match entry::fired(&mut entry.own.event) {
-                    Some(OwnEvent::Deleted) => return Err(entry.gone()),
-                    Some(OwnEvent::Session(state)) => return Err(session_error(state)),
-                    None if entry.own.check.as_mut().is_some_and(|check| check.vouches()) => {
-                        tracing::debug!("node ahead was the head: admitted without a request");
-                    }
-                    // The data changed (a revocation request?), the watch could not be set, or
-                    // the connection changed since: read our node again, and watch it again.
-                    Some(OwnEvent::Changed) | None => {
-                        self.counters.bump(Count::OwnReread);
-                        entry.watch_self().await?;
-                        tracing::debug!("node ahead was the head: admitted once our node was read");
-                    }
-                }
-                self.counters.bump(Count::RelistSaved);
-                if tomb_for.is_some() && !then_proceed {
-                    self.counters.bump(Count::BehindHead);
-                }
-                entry.mark.at_head = at_head;
-                if let Some(delay) = self.lock_delay {
-                    progress.vanished_unclean(delay, &watched[0]);
-                    entry.mark.hold_back(delay);
-                }
-                // Unfired tombstone watches never fire: dropped (removed), not kept.
-                drop(tombs);
-                self.keep_leftovers(entry, &mut armed, listed.take());
-                return self.hold_back(entry, progress).await;
+            if let Some(at_head) = round.behind_head(woke, &mut kept.tombs) {
+                return self.enter_behind_head(entry, &round, at_head, kept, progress).await;
             }
-            children = self.list_on(&entry.conn).await?;
+            children = self.list_on(entry.conn()).await?;
             if let Some(delay) = self.lock_delay {
-                // A watched node that is gone left cleanly if its watch saw a data change (a
-                // clean release is a data change and a delete in one transaction: see
-                // `Conn::send_delete`), and not if it saw a deletion. ZooKeeper delivers a
-                // watch's event before the reply to a later request that shows the change, so
-                // by now its watch has fired, unless it was not set in time (the node was gone
-                // before it): that counts as unclean.
-                for (i, name) in watched.iter().enumerate() {
-                    if children.contains(name) {
-                        continue;
-                    }
-                    let clean = match armed.remove(name).and_then(|mut watch| poll_now(watch.as_mut())) {
-                        Some(event) => event.event_type == EventType::NodeDataChanged,
-                        None => woke == Woke::Changed(Some(i)),
-                    };
-                    if !clean {
-                        progress.vanished_unclean(delay, name);
-                        entry.mark.hold_back(delay);
-                    }
+                self.account_departures(entry, &round, woke, (&children, &mut kept.armed), delay, progress);
+            }
+        }
+    }
+
+    /// What a waiter at `me` watches this round under `decision` (not `Proceed`), and what
+    /// their events will mean.
+    fn plan_wait(
+        &self,
+        rule: &dyn Admission,
+        queue: &[QueueNode],
+        me: usize,
+        decision: Decision,
+        progress: &mut Progress<'_>,
+    ) -> WaitRound {
+        let mut tomb_for = None;
+        // Whether our node leaves a tombstone if admitted at the head.
+        let leaves = self.tombstones() && rule.leaves_tombstone(queue, me);
+        let watched: Vec<String> = match decision {
+            Decision::Proceed => Vec::new(),
+            Decision::Wait { on, then_proceed } => {
+                let mut ahead = rule.lookahead(queue, me, on).filter(|&a| a < on);
+                // With tombstones, the node just ahead tells us itself that it was admitted at
+                // the head: its tombstone's watch replaces the look-ahead (and the listing its
+                // firing costs). A waiter without a look-ahead (a reader behind a writer) waits
+                // as it did.
+                if self.tombstones()
+                    && ahead.is_some()
+                    && !then_proceed
+                    && on + 1 == me
+                    && rule.leaves_tombstone(queue, on)
+                {
+                    tomb_for = Some(queue[on].name.clone());
+                    ahead = None;
                 }
+                let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
+                // With the lock delay, the first waiter (everyone ahead holds) watches every
+                // holder: any of them vanishing without a clean release must hold it back, not
+                // only the one it waits on (a writer behind several readers).
+                if self.lock_delay.is_some() && (0..me).all(|i| rule.decide(queue, i) == Decision::Proceed) {
+                    watched.extend((0..me).filter(|i| *i != on && Some(*i) != ahead));
+                }
+                watched.into_iter().map(|i| queue[i].name.clone()).collect()
+            }
+            Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
+        };
+        tracing::debug!(position = me, watching = watched.len(), "waiting");
+        let report = match progress.listening() {
+            true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
+            false => None,
+        };
+        WaitRound {
+            watched,
+            tomb_for,
+            then_proceed: matches!(decision, Decision::Wait { then_proceed: true, .. }),
+            // Entering on the deletion of the node waited on makes us the head when that node
+            // was the head at this listing and we were right behind it.
+            at_head_next: matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves,
+            leaves,
+            report,
+        }
+    }
+
+    /// Enters on the event that woke us alone (see [`WaitRound::behind_head`]), if our own node
+    /// still exists (someone may have deleted it in an earlier transaction; then we must not
+    /// enter). The watch on our own node, set before the ones on the node ahead, tells us
+    /// without a request while it vouches (see `OwnCheck`); else we read our node again.
+    async fn enter_behind_head(
+        &self,
+        entry: &mut Entry,
+        round: &WaitRound,
+        at_head: bool,
+        mut kept: Kept,
+        progress: &mut Progress<'_>,
+    ) -> Result<()> {
+        match entry.own_fired() {
+            Some(OwnEvent::Deleted) => return Err(entry.gone()),
+            Some(OwnEvent::Session(state)) => return Err(session_error(state)),
+            None if entry.own_vouches() => {
+                tracing::debug!("node ahead was the head: admitted without a request");
+            }
+            // The data changed (a revocation request?), the watch could not be set, or the
+            // connection changed since: read our node again, and watch it again.
+            Some(OwnEvent::Changed) | None => {
+                self.counters.bump(Count::OwnReread);
+                entry.watch_self().await?;
+                tracing::debug!("node ahead was the head: admitted once our node was read");
+            }
+        }
+        self.counters.bump(Count::RelistSaved);
+        if round.tomb_for.is_some() && !round.then_proceed {
+            self.counters.bump(Count::BehindHead);
+        }
+        entry.admitted_at_head(at_head);
+        if let Some(delay) = self.lock_delay {
+            progress.vanished_unclean(delay, &round.watched[0]);
+            entry.hold_back(delay);
+        }
+        // Unfired tombstone watches never fire: dropped (removed), not kept.
+        drop(kept.tombs);
+        self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
+        self.hold_back(entry, progress).await
+    }
+
+    /// With the lock delay, after a listing: a watched node that is gone left cleanly if its
+    /// watch saw a data change (a clean release is a data change and a delete in one
+    /// transaction: see `Conn::send_delete`), and not if it saw a deletion. ZooKeeper delivers
+    /// a watch's event before the reply to a later request that shows the change, so by now
+    /// its watch has fired, unless it was not set in time (the node was gone before it): that
+    /// counts as unclean.
+    fn account_departures(
+        &self,
+        entry: &mut Entry,
+        round: &WaitRound,
+        woke: Woke,
+        (children, armed): (&[String], &mut Armed),
+        delay: std::time::Duration,
+        progress: &mut Progress<'_>,
+    ) {
+        for (i, name) in round.watched.iter().enumerate() {
+            if children.contains(name) {
+                continue;
+            }
+            let clean = match armed.remove(name).and_then(|mut watch| poll_now(watch.as_mut())) {
+                Some(event) => event.event_type == EventType::NodeDataChanged,
+                None => woke == Woke::Changed(Some(i)),
+            };
+            if !clean {
+                progress.vanished_unclean(delay, name);
+                entry.hold_back(delay);
             }
         }
     }
@@ -195,7 +210,7 @@ impl Queue {
         let mut leftovers: Vec<_> =
             armed.drain().map(|(name, watch)| (self.root.child(&name), watch)).collect();
         leftovers.extend(listed.map(|watch| (self.root.as_str().to_string(), watch)));
-        entry.conn.keep_until_fired(leftovers);
+        entry.conn().keep_until_fired(leftovers);
     }
 
     /// Whether a waiter under `decision` waits on a child watch on the root (see
@@ -228,10 +243,10 @@ impl Queue {
     ) -> Result<Vec<String>> {
         if let Some(watch) = listed.take() {
             if let Some((first, ahead, head)) = report {
-                let holder = entry.conn.client.get_data(&self.root.child(&head)).await.ok();
+                let holder = entry.conn().client.get_data(&self.root.child(&head)).await.ok();
                 let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
                 // Reported once we watch: whatever the caller does on hearing it, we will see.
-                self.report_wait(&entry.name, progress, (first, ahead), holder, &head);
+                self.report_wait(entry.name(), progress, (first, ahead), holder, &head);
             }
             let event = while_ours_stands(entry, watch).await?;
             if event.event_type == EventType::Session {
@@ -246,7 +261,7 @@ impl Queue {
     /// [`Queue::watch_children`]).
     async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        let client = entry.conn.client.clone();
+        let client = entry.conn().client.clone();
         match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
             Ok((children, watcher)) => {
                 *listed = Some(Box::pin(watcher.changed()));
@@ -290,7 +305,7 @@ impl Queue {
         let event = QueueEvent::LockDelay { wait, vanished: vanished.to_string() };
         progress.delayed(wait);
         progress.emit(event);
-        if entry.own.event.is_none() {
+        if !entry.watches_own() {
             // Without it, neither our node's deletion nor the session's end (a close, an
             // expiry: both delete our node) would end the wait.
             entry.watch_self().await?;
@@ -307,8 +322,8 @@ impl Queue {
         me: usize,
     ) -> Result<()> {
         if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
-            // Every node before ours is gone: our release may say so (see `CleanMark::tomb`).
-            entry.mark.at_head = true;
+            // Every node before ours is gone: our release may say so (see `Leaving::tomb`).
+            entry.admitted_at_head(true);
         }
         // The alone check is kept only while the join's listing's child watch stands in for the
         // own-node watch, and a waiting round ends that (`Entry::send_own_watch`): when it is
@@ -316,16 +331,64 @@ impl Queue {
         // head, none after it), someone may be behind us from the start: our release leaves its
         // tombstone (see `AloneCheck`).
         if queue.len() != 1 {
-            entry.own.alone = None;
+            entry.forget_alone();
         }
         if rule.announce_admission(queue, me) {
-            let (client, path, data) = (entry.conn.client.clone(), entry.path.clone(), entry.data.clone());
-            match on_connection_loss(|| client.set_data(&path, &data, None)).await {
-                Ok(_) => {}
-                Err(ZkError::NoNode) => return Err(Error::NodeDeleted { path }),
-                Err(e) => return Err(Error::from_zk("announce", &path, e)),
-            }
+            entry.touch().await?;
         }
         Ok(())
+    }
+}
+
+/// The watches a waiter keeps from one round to the next.
+#[derive(Default)]
+struct Kept {
+    /// Per watched node, the latest data change we have accounted for (see `until_any_gone`).
+    seen: std::collections::HashMap<String, i64>,
+    /// Watches set in an earlier round that have not fired: kept, not set again.
+    armed: Armed,
+    /// A first waiter's child watch on the root, set by its latest listing (see
+    /// `watch_children`); not fired yet.
+    listed: Option<ArmedWatch>,
+    /// The exists watch on the tombstone of the node just ahead (see `Queue::tombstones`), by
+    /// that node's name: it fires only if that node leaves having been admitted at the head.
+    tombs: Armed,
+}
+
+/// What a waiter watches in one round, and what their events mean.
+struct WaitRound {
+    /// The nodes ahead that wake it, the one it waits on first.
+    watched: Vec<String>,
+    /// The node just ahead whose tombstone it watches too, if any.
+    tomb_for: Option<String>,
+    /// The deletion of the node waited on alone admits it.
+    then_proceed: bool,
+    /// Entering on that deletion makes it the head (that node was the head at this listing).
+    at_head_next: bool,
+    /// Our node leaves a tombstone if admitted at the head.
+    leaves: bool,
+    /// For a report: first of its attempt, how many ahead, the head's name.
+    report: Option<(bool, usize, String)>,
+}
+
+impl WaitRound {
+    /// Whether the waiter may enter on a deletion of the node it waits on alone (its own node
+    /// then needs a watch, set before the one on the node ahead).
+    fn enters_on_deletion(&self) -> bool {
+        self.then_proceed || self.tomb_for.is_some()
+    }
+
+    /// Whether the event that woke us admits us without a listing, and if so whether we are
+    /// then admitted at the head. The node ahead was the head at our listing and is gone: nodes
+    /// created since are behind us, so we are the head now. So too when the node just ahead is
+    /// gone and its tombstone's creation came first: it was admitted at the head, every node
+    /// before it gone (see `Queue::tombstones`). (The node waited on is the first watched; any
+    /// other is looked at again.)
+    fn behind_head(&self, woke: Woke, tombs: &mut Armed) -> Option<bool> {
+        match (woke, &self.tomb_for) {
+            (Woke::Deleted(0), _) if self.then_proceed => Some(self.at_head_next),
+            (Woke::Deleted(0), Some(name)) => tomb_fired(tombs, name).then_some(self.leaves),
+            _ => None,
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent, PendingEvent};
+use super::entry::{Entry, OwnEvent};
 use super::events::Progress;
 use super::stats::Count;
 use super::{session_error, Queue};
@@ -28,7 +28,7 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) -> Result<Woke> {
         let names = watching.names;
-        let client = entry.conn.client.clone();
+        let client = entry.conn().client.clone();
         // A watch we no longer need is dropped (removed); one we still need is kept as it is:
         // it has seen every change since it was set.
         armed.retain(|name, _| names.contains(name));
@@ -49,58 +49,21 @@ impl Queue {
         // The head's participant id, for a report: read behind the watches.
         let head = report.as_ref().map(|(_, _, head)| client.get_data(&self.root.child(head)));
         if let Some((name, request)) = tomb {
-            match request.await {
-                // Nothing of that name: the watch waits for its creation.
-                Ok((None, watcher)) => {
-                    tombs.insert(name.to_string(), Box::pin(watcher.changed()));
-                }
-                // A node of that name stands (nothing of ours makes one that lasts): its watch
-                // would never tell a creation. Dropped; we list when the node goes.
-                Ok((Some(_), _)) => tracing::debug!(node = name, "a node stands at a tombstone's name"),
-                // Without the watch, we list when the node goes.
-                Err(e) => tracing::debug!(node = name, error = %e, "could not watch a tombstone"),
-            }
+            arm_tomb(tombs, name, request.await);
         }
-        let mut changed = false;
-        for (at, (request, path)) in requests.into_iter().zip(&paths).enumerate() {
-            let Some(request) = request else { continue };
-            match request.await {
-                Ok((_, stat, watcher)) => {
-                    let accounted = seen.get(path).copied().unwrap_or(entry.czxid);
-                    if stat.mzxid > stat.czxid && stat.mzxid > accounted {
-                        seen.insert(path.clone(), stat.mzxid);
-                        changed = true;
-                    }
-                    armed.insert(names[at].clone(), Box::pin(watcher.changed()));
-                }
-                Err(ZkError::NoNode) => return Ok(Woke::Deleted(at)),
-                Err(e) if crate::error::is_connection_loss(&e) => {
-                    // Watches are re-armed by looking again once the client is back.
-                    return Ok(Woke::Changed(None));
-                }
-                Err(e) => return Err(Error::from_zk("watch", path, e)),
-            }
-        }
+        let changed = match arm_watches(requests, (names, &paths), seen, armed, entry.czxid()).await? {
+            Ok(changed) => changed,
+            Err(woke) => return Ok(woke),
+        };
         if let (Some((first, ahead, _)), Some(head)) = (report, head) {
             let holder = head.await.ok().map(|(data, _)| crate::naming::split_data(&data).0);
             // Reported once we watch: whatever the caller does on hearing it, we will see.
-            self.report_wait(&entry.name, progress, (first, ahead), holder, &names[0]);
+            self.report_wait(entry.name(), progress, (first, ahead), holder, &names[0]);
         }
         if changed {
             return Ok(Woke::Changed(None));
         }
-        let any = std::future::poll_fn(|cx| {
-            for (at, name) in names.iter().enumerate() {
-                let Some(watcher) = armed.get_mut(name) else { continue };
-                if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
-                    // Fired: it is spent.
-                    armed.remove(name);
-                    return std::task::Poll::Ready((at, event));
-                }
-            }
-            std::task::Poll::Pending
-        });
-        let (at, event) = while_ours_stands(entry, any).await?;
+        let (at, event) = while_ours_stands(entry, first_fired(armed, names)).await?;
         match event.event_type {
             EventType::NodeDeleted => {
                 self.counters.bump(Count::Wakeup);
@@ -112,6 +75,85 @@ impl Queue {
             _ => Ok(Woke::Changed(Some(at))),
         }
     }
+}
+
+/// Reads the answers to the data watches sent on the nodes `names` (at `paths`; `None`: kept
+/// from an earlier round), keeping each set one in `armed`. `Ok(Ok(changed))` once all are
+/// set: whether a node's data changed after our node was created (`czxid`) and after the last
+/// change accounted for in `seen`. `Ok(Err(woke))` when a node was gone, or the connection
+/// lost (the watches are set again by looking again once the client is back).
+async fn arm_watches<F>(
+    requests: Vec<Option<F>>,
+    (names, paths): (&[String], &[String]),
+    seen: &mut std::collections::HashMap<String, i64>,
+    armed: &mut Armed,
+    czxid: i64,
+) -> Result<std::result::Result<bool, Woke>>
+where
+    F: std::future::Future<
+        Output = std::result::Result<
+            (Vec<u8>, zookeeper_client::Stat, zookeeper_client::OneshotWatcher),
+            ZkError,
+        >,
+    >,
+{
+    let mut changed = false;
+    for (at, (request, path)) in requests.into_iter().zip(paths).enumerate() {
+        let Some(request) = request else { continue };
+        match request.await {
+            Ok((_, stat, watcher)) => {
+                let accounted = seen.get(path).copied().unwrap_or(czxid);
+                if stat.mzxid > stat.czxid && stat.mzxid > accounted {
+                    seen.insert(path.clone(), stat.mzxid);
+                    changed = true;
+                }
+                armed.insert(names[at].clone(), Box::pin(watcher.changed()));
+            }
+            Err(ZkError::NoNode) => return Ok(Err(Woke::Deleted(at))),
+            Err(e) if crate::error::is_connection_loss(&e) => return Ok(Err(Woke::Changed(None))),
+            Err(e) => return Err(Error::from_zk("watch", path, e)),
+        }
+    }
+    Ok(Ok(changed))
+}
+
+/// Keeps the exists watch on the tombstone of the node `name` (see `Queue::tombstones`), from
+/// the answer to the request that set it.
+fn arm_tomb(
+    tombs: &mut Armed,
+    name: &str,
+    answer: std::result::Result<(Option<zookeeper_client::Stat>, zookeeper_client::OneshotWatcher), ZkError>,
+) {
+    match answer {
+        // Nothing of that name: the watch waits for its creation.
+        Ok((None, watcher)) => {
+            tombs.insert(name.to_string(), Box::pin(watcher.changed()));
+        }
+        // A node of that name stands (nothing of ours makes one that lasts): its watch would
+        // never tell a creation. Dropped; we list when the node goes.
+        Ok((Some(_), _)) => tracing::debug!(node = name, "a node stands at a tombstone's name"),
+        // Without the watch, we list when the node goes.
+        Err(e) => tracing::debug!(node = name, error = %e, "could not watch a tombstone"),
+    }
+}
+
+/// The first of the watches in `armed` on `names` to fire, with its index in `names`; spent,
+/// it is removed.
+fn first_fired<'a>(
+    armed: &'a mut Armed,
+    names: &'a [String],
+) -> impl std::future::Future<Output = (usize, zookeeper_client::WatchedEvent)> + 'a {
+    std::future::poll_fn(move |cx| {
+        for (at, name) in names.iter().enumerate() {
+            let Some(watcher) = armed.get_mut(name) else { continue };
+            if let std::task::Poll::Ready(event) = std::future::Future::poll(watcher.as_mut(), cx) {
+                // Fired: it is spent.
+                armed.remove(name);
+                return std::task::Poll::Ready((at, event));
+            }
+        }
+        std::task::Poll::Pending
+    })
 }
 
 /// What a waiter watches: `names`, the nodes ahead that wake it (the one it waits on first),
@@ -162,24 +204,12 @@ pub(super) async fn while_ours_stands<F: std::future::Future>(
     loop {
         tokio::select! {
             biased;
-            event = own_event(&mut entry.own.event) => match event {
+            event = entry.own_event() => match event {
                 OwnEvent::Deleted => return Err(entry.gone()),
                 OwnEvent::Session(state) => return Err(session_error(state)),
                 OwnEvent::Changed => entry.watch_self().await?,
             },
             out = &mut fut => return Ok(out),
         }
-    }
-}
-
-/// Awaits the own-node watch event, if one is armed; clears the slot once it fires.
-async fn own_event(slot: &mut Option<PendingEvent>) -> OwnEvent {
-    match slot {
-        Some(event) => {
-            let fired = event.as_mut().await;
-            *slot = None;
-            fired
-        }
-        None => std::future::pending().await,
     }
 }

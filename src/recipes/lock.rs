@@ -141,6 +141,52 @@ macro_rules! forward_lock {
 
 forward_lock!(Box, Arc);
 
+/// The [`Lock`] of a recipe on one `LockCore`, forwarding to the recipe's own methods: written
+/// once for every exclusive lock. `|$l| core: ...` reaches the core from the recipe (`$l` is
+/// `&self`); `acquire`, `try`, `timeout($t)` and `settled` are the calls to forward to.
+macro_rules! lock_on_core {
+    (
+        $ty:ty, |$l:ident| core: $core:expr,
+        acquire: $acquire:expr, try: $try:expr, timeout($t:ident): $timeout:expr, settled: $settled:expr $(,)?
+    ) => {
+        #[async_trait::async_trait]
+        impl $crate::recipes::lock::Lock for $ty {
+            fn lock_path(&self) -> &str {
+                let $l = self;
+                $core.path().as_str()
+            }
+            async fn acquire(&self) -> $crate::error::Result<$crate::guard::LockGuard> {
+                let $l = self;
+                $acquire.await
+            }
+            async fn try_acquire(&self) -> $crate::error::Result<Option<$crate::guard::LockGuard>> {
+                let $l = self;
+                $try.await
+            }
+            async fn acquire_timeout(
+                &self,
+                $t: std::time::Duration,
+            ) -> $crate::error::Result<Option<$crate::guard::LockGuard>> {
+                let $l = self;
+                $timeout.await
+            }
+            async fn acquire_with_events(
+                &self,
+                timeout: Option<std::time::Duration>,
+                events: &mut (dyn for<'e> FnMut(&'e $crate::lock_core::QueueEvent) + Send),
+            ) -> $crate::error::Result<Option<$crate::guard::LockGuard>> {
+                let $l = self;
+                $core.acquire($crate::lock_core::Acquire::at_most(timeout).reporting(events)).await
+            }
+            async fn settled(&self) {
+                let $l = self;
+                $settled.await
+            }
+        }
+    };
+}
+pub(super) use lock_on_core;
+
 /// [`LockExt::with_lock`] for every [`Lock`], trait objects included.
 pub trait LockExt: Lock {
     /// Runs `work` under the lock: acquires, hands `work` the guard, and releases on every exit

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Participant, QueueEvent, QueueStats, Wait};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant, QueueStats, Wait};
 use crate::options::LockOptions;
 use crate::path::LockPath;
 use crate::session::Session;
@@ -13,9 +13,13 @@ use crate::session::Session;
 /// A distributed mutex over ZooKeeper, wire-compatible with Curator's `InterProcessMutex`.
 ///
 /// * **Fair and herd-free:** contenders queue as EPHEMERAL_SEQUENTIAL nodes and each watches
-///   its predecessor (and, two or more places back, the node ahead of that one too, so that it
-///   enters on its predecessor's deletion alone: one hop per handoff); a release wakes at most
-///   two waiters, and the lock is granted in creation order.
+///   its predecessor, so that a release wakes only the waiter behind it, and the lock is
+///   granted in creation order. Two or more places back, a waiter also watches for its
+///   predecessor's tombstone (created and deleted with that node by a release at the head), so
+///   that it enters on its predecessor's release alone, with no listing: one hop per handoff.
+///   With a [lock delay](LockOptions::lock_delay) there are no tombstones: such a waiter
+///   watches the node ahead of its predecessor instead, and a release wakes at most two
+///   waiters.
 /// * **Exclusive between tasks:** two `acquire` calls on one handle (or its clones), from any
 ///   two tasks, exclude each other, as a `tokio::sync::Mutex` would. They take turns in a local
 ///   FIFO in front of the ZooKeeper queue, so many tasks on one handle cost one node at a time.
@@ -93,7 +97,7 @@ impl InterProcessMutex {
     /// Cancel-safe: if the future is dropped at any point, our node (even one whose create was
     /// still in flight) is deleted in the background; [`InterProcessMutex::settled`] awaits that.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.core.acquire_forever().await
+        self.core.acquire(Acquire::forever()).await?.ok_or_else(|| self.core.closed())
     }
 
     /// Takes the lock only if it is free now: `Ok(None)` when it is held by someone else (or by
@@ -107,7 +111,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::Try).await
+        self.core.acquire(Acquire::new(Wait::Try)).await
     }
 
     /// Waits at most `timeout` (plus at most half a second to delete our node), whatever the
@@ -121,7 +125,7 @@ impl InterProcessMutex {
     /// # Cancel safety
     /// As [`InterProcessMutex::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::at_most(Some(timeout))).await
+        self.core.acquire(Acquire::at_most(Some(timeout))).await
     }
 
     /// Whether a task holds the lock through this handle (or a clone) now, as far as it knows.
@@ -168,28 +172,7 @@ impl InterProcessMutex {
     }
 }
 
-#[async_trait::async_trait]
-impl super::lock::Lock for InterProcessMutex {
-    fn lock_path(&self) -> &str {
-        self.core.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        InterProcessMutex::acquire(self).await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        InterProcessMutex::try_acquire(self).await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        InterProcessMutex::acquire_timeout(self, timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.core.acquire_with_events(timeout, events).await
-    }
-    async fn settled(&self) {
-        InterProcessMutex::settled(self).await
-    }
-}
+super::lock::lock_on_core!(
+    InterProcessMutex, |l| core: l.core,
+    acquire: l.acquire(), try: l.try_acquire(), timeout(t): l.acquire_timeout(t), settled: l.settled(),
+);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
-    QueueStats, Wait,
+    Acquire, Admission, Decision, FirstN, LockCore, LockSpec, NameScheme, Participant, QueueNode, QueueStats,
+    Wait,
 };
 use crate::markers::{READ, WRITE, WRITER};
 use crate::options::LockOptions;
@@ -173,8 +173,8 @@ impl InterProcessReadWriteLock {
             writer_between: AtomicBool::new(false),
             writer_missing: AtomicBool::new(false),
         };
-        let read = self.read.acquire_by(Wait::Forever, self.read.marker(), &rule, false, None).await?;
-        let read = read.ok_or_else(|| Error::Closed { path: self.path().to_string() })?;
+        let read = self.read.acquire(Acquire::forever().admitted_by(&rule)).await?;
+        let read = read.ok_or_else(|| self.read.closed())?;
         if rule.writer_missing.load(Ordering::SeqCst) {
             // The write hold was lost before the read node was in (its session expired and the
             // read was made in the next one, say): someone else may have written meanwhile.
@@ -192,11 +192,11 @@ impl InterProcessReadWriteLock {
     }
 
     async fn read_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.read.acquire(wait).await
+        self.read.acquire(Acquire::new(wait)).await
     }
 
     async fn write_with(&self, wait: Wait) -> Result<Option<LockGuard>> {
-        self.write.acquire(wait).await
+        self.write.acquire(Acquire::new(wait)).await
     }
 
     /// Waits until the read lock is held.
@@ -207,7 +207,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn read(&self) -> Result<LockGuard> {
-        self.read.acquire_forever().await
+        self.read.acquire(Acquire::forever()).await?.ok_or_else(|| self.read.closed())
     }
 
     /// Takes the read lock only if it is free for readers now.
@@ -241,7 +241,7 @@ impl InterProcessReadWriteLock {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn write(&self) -> Result<LockGuard> {
-        self.write.acquire_forever().await
+        self.write.acquire(Acquire::forever()).await?.ok_or_else(|| self.write.closed())
     }
 
     /// Takes the write lock only if it is free now.
@@ -311,54 +311,87 @@ pub struct ReadLock(InterProcessReadWriteLock);
 #[derive(Clone, Debug)]
 pub struct WriteLock(InterProcessReadWriteLock);
 
-#[async_trait::async_trait]
-impl super::lock::Lock for ReadLock {
-    fn lock_path(&self) -> &str {
-        self.0.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        self.0.read().await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.0.try_read().await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.0.read_timeout(timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.0.read.acquire_with_events(timeout, events).await
-    }
-    async fn settled(&self) {
-        self.0.settled().await
-    }
-}
+super::lock::lock_on_core!(
+    ReadLock, |l| core: l.0.read,
+    acquire: l.0.read(), try: l.0.try_read(), timeout(t): l.0.read_timeout(t), settled: l.0.settled(),
+);
 
-#[async_trait::async_trait]
-impl super::lock::Lock for WriteLock {
-    fn lock_path(&self) -> &str {
-        self.0.path().as_str()
+super::lock::lock_on_core!(
+    WriteLock, |l| core: l.0.write,
+    acquire: l.0.write(), try: l.0.try_write(), timeout(t): l.0.write_timeout(t), settled: l.0.settled(),
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the read/write rule says of `me` on a listing of `/locks/rw`.
+    fn decide(me: &str, listing: &[&str]) -> Result<Decision> {
+        let scheme = NameScheme::curator(&[READ, WRITE]);
+        let root = LockPath::new("/locks/rw").unwrap();
+        let listing: Vec<String> = listing.iter().map(|c| c.to_string()).collect();
+        crate::queue::decide_on(&scheme, &root, &RwRule, me, &listing).map(|d| d.2)
     }
-    async fn acquire(&self) -> Result<LockGuard> {
-        self.0.write().await
+
+    /// In creation order: reader 1, writer 2, a writer's tombstone, reader 3, reader 4, writer 5,
+    /// and foreign children (a bare name, a malformed sequence).
+    const LISTING: [&str; 8] = [
+        "_c_e-__WRIT__0000000005",
+        "_c_c-__READ__0000000003",
+        "0000000001.released",
+        "_c_a-__READ__0000000001",
+        "notes",
+        "_c_b-__WRIT__0000000002",
+        "_c_x-__READ__00000000q4",
+        "_c_d-__READ__0000000004",
+    ];
+
+    #[test]
+    fn readers_share_and_wait_on_the_nearest_writer_ahead() {
+        assert_eq!(decide("_c_a-__READ__0000000001", &LISTING).unwrap(), Decision::Proceed);
+        assert_eq!(
+            decide("_c_b-__WRIT__0000000002", &LISTING).unwrap(),
+            Decision::Wait { on: 0, then_proceed: true }
+        );
+        // Behind a waiting writer a reader waits (writer preference), on that writer alone.
+        assert_eq!(
+            decide("_c_c-__READ__0000000003", &LISTING).unwrap(),
+            Decision::Wait { on: 1, then_proceed: true }
+        );
+        assert_eq!(
+            decide("_c_d-__READ__0000000004", &LISTING).unwrap(),
+            Decision::Wait { on: 1, then_proceed: true }
+        );
+        assert_eq!(
+            decide("_c_e-__WRIT__0000000005", &LISTING).unwrap(),
+            Decision::Wait { on: 3, then_proceed: false }
+        );
+        assert!(matches!(decide("_c_x-__READ__00000000q4", &LISTING), Err(Error::NodeDeleted { .. })));
     }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.0.try_write().await
+
+    #[test]
+    fn only_writers_look_ahead_and_leave_tombstones() {
+        let node = |name: &str, seq, marker| QueueNode { name: name.into(), seq, marker };
+        let queue = [
+            node("a", 1, WRITER),
+            node("b", 2, WRITER),
+            node("c", 3, 0),
+            node("d", 4, WRITER),
+            node("e", 5, 0),
+        ];
+        assert_eq!(RwRule.lookahead(&queue, 3, 2), Some(1));
+        assert_eq!(RwRule.lookahead(&queue, 4, 3), None, "a reader watches its writer only");
+        assert!(RwRule.leaves_tombstone(&queue, 0));
+        assert!(!RwRule.leaves_tombstone(&queue, 2));
+        // Two writers ahead of a reader: the nearest one's deletion does not admit it alone.
+        assert_eq!(RwRule.decide(&queue, 4), Decision::Wait { on: 3, then_proceed: false });
     }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.0.write_timeout(timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.0.write.acquire_with_events(timeout, events).await
-    }
-    async fn settled(&self) {
-        self.0.settled().await
+
+    #[test]
+    fn a_wrapped_or_mixed_queue_is_refused() {
+        let wrapped = ["_c_a-__WRIT__2147483647", "_c_b-__READ__-2147483648"];
+        assert!(matches!(decide("_c_a-__WRIT__2147483647", &wrapped), Err(Error::SequenceWrapped { .. })));
+        let mixed = ["_c_a-__WRIT__0000000001", "_c_b-lock-0000000002"];
+        assert!(matches!(decide("_c_a-__WRIT__0000000001", &mixed), Err(Error::RecipeConflict { .. })));
     }
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::lock_core::{
-    Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode, QueueStats, Wait,
+    Acquire, Admission, Decision, LockCore, LockSpec, NameScheme, Participant, QueueEvent, QueueNode,
+    QueueStats, Wait,
 };
 use crate::markers::LEASE as LEASE_MARKER;
 use crate::options::LockOptions;
@@ -164,7 +165,7 @@ impl InterProcessSemaphore {
 
     async fn acquire_with(&self, leases: u32, wait: Wait) -> Result<Option<LockGuard>> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_marked(wait, &marker).await
+        self.core.acquire(Acquire::new(wait).marked(&marker)).await
     }
 
     /// Waits until one lease is held.
@@ -210,7 +211,7 @@ impl InterProcessSemaphore {
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire_many(&self, leases: u32) -> Result<LockGuard> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_marked_forever(&marker).await
+        self.core.acquire(Acquire::forever().marked(&marker)).await?.ok_or_else(|| self.core.closed())
     }
 
     /// Takes `leases` leases only if they are free now (and nobody is queued ahead).
@@ -254,7 +255,7 @@ impl InterProcessSemaphore {
         events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
     ) -> Result<Option<LockGuard>> {
         let marker = self.prepare(leases)?;
-        self.core.acquire_reporting(Wait::at_most(timeout), &marker, events).await
+        self.core.acquire(Acquire::at_most(timeout).marked(&marker).reporting(events)).await
     }
 
     /// Lease holders and waiters in order.
@@ -365,5 +366,41 @@ mod tests {
         ];
         assert_eq!(rule.decide(&q, 1), Decision::WaitAny { upto: 1 });
         assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 1, then_proceed: false });
+    }
+
+    /// Over a whole listing: foreign children (a tombstone, names without a sequence, a lock's
+    /// tombstone-like leftovers) are not leases and weigh nothing; a malformed weight counts as
+    /// the maximum; a wrapped counter is refused.
+    #[test]
+    fn a_listing_with_foreign_and_malformed_names() {
+        let scheme = NameScheme::curator(&[LEASE_MARKER]);
+        let root = LockPath::new("/semaphores/x").unwrap();
+        let rule = Weighted { max: 3 };
+        let listing: Vec<String> = [
+            "_c_d-w1-lease-0000000009",
+            "0000000002.released",
+            "_c_a-w1-lease-0000000001",
+            "max",
+            "_c_b-wx-lease-0000000005",
+            "_c_c-w1-lease-00000000x7",
+            "_c_e-w1-lease-0000000011",
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+        let decide = |me: &str| crate::queue::decide_on(&scheme, &root, &rule, me, &listing).map(|d| d.2);
+        assert_eq!(decide("_c_a-w1-lease-0000000001").unwrap(), Decision::Proceed);
+        // `wx` counts as 3: it waits for the one lease ahead, and everyone behind it waits.
+        assert_eq!(decide("_c_b-wx-lease-0000000005").unwrap(), Decision::WaitAny { upto: 1 });
+        assert_eq!(
+            decide("_c_d-w1-lease-0000000009").unwrap(),
+            Decision::Wait { on: 1, then_proceed: false }
+        );
+        assert!(matches!(decide("_c_c-w1-lease-00000000x7"), Err(Error::NodeDeleted { .. })));
+        let wrapped: Vec<String> = vec!["_c_a-lease-2147483647".into(), "_c_b-lease--2147483648".into()];
+        assert!(matches!(
+            crate::queue::decide_on(&scheme, &root, &rule, "_c_a-lease-2147483647", &wrapped),
+            Err(Error::SequenceWrapped { .. })
+        ));
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::lock_core::{LockCore, LockSpec, Participant, QueueEvent, Wait};
+use crate::lock_core::{Acquire, LockCore, LockSpec, Participant, Wait};
 use crate::options::LockOptions;
 use crate::session::Session;
 
@@ -57,7 +57,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// Cancel-safe: a dropped future leaves no node behind.
     pub async fn acquire(&self) -> Result<LockGuard> {
-        self.core.acquire_forever().await
+        self.core.acquire(Acquire::forever()).await?.ok_or_else(|| self.core.closed())
     }
 
     /// Takes the lock only if it is free now.
@@ -68,7 +68,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// As [`InterProcessSemaphoreMutex::acquire`].
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::Try).await
+        self.core.acquire(Acquire::new(Wait::Try)).await
     }
 
     /// Waits at most `timeout`; `Ok(None)` leaves nothing behind.
@@ -79,7 +79,7 @@ impl InterProcessSemaphoreMutex {
     /// # Cancel safety
     /// As [`InterProcessSemaphoreMutex::acquire`].
     pub async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        self.core.acquire(Wait::at_most(Some(timeout))).await
+        self.core.acquire(Acquire::at_most(Some(timeout))).await
     }
 
     /// The queue in order.
@@ -102,28 +102,7 @@ impl InterProcessSemaphoreMutex {
     }
 }
 
-#[async_trait::async_trait]
-impl super::lock::Lock for InterProcessSemaphoreMutex {
-    fn lock_path(&self) -> &str {
-        self.core.path().as_str()
-    }
-    async fn acquire(&self) -> Result<LockGuard> {
-        InterProcessSemaphoreMutex::acquire(self).await
-    }
-    async fn try_acquire(&self) -> Result<Option<LockGuard>> {
-        InterProcessSemaphoreMutex::try_acquire(self).await
-    }
-    async fn acquire_timeout(&self, timeout: Duration) -> Result<Option<LockGuard>> {
-        InterProcessSemaphoreMutex::acquire_timeout(self, timeout).await
-    }
-    async fn acquire_with_events(
-        &self,
-        timeout: Option<Duration>,
-        events: &mut (dyn for<'e> FnMut(&'e QueueEvent) + Send),
-    ) -> Result<Option<LockGuard>> {
-        self.core.acquire_with_events(timeout, events).await
-    }
-    async fn settled(&self) {
-        InterProcessSemaphoreMutex::settled(self).await
-    }
-}
+super::lock::lock_on_core!(
+    InterProcessSemaphoreMutex, |l| core: l.core,
+    acquire: l.acquire(), try: l.try_acquire(), timeout(t): l.acquire_timeout(t), settled: l.settled(),
+);

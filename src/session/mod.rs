@@ -37,7 +37,7 @@ pub use self::features::ServerFeatures;
 pub(crate) use self::listeners::{Listener, Registration};
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 pub use self::sasl::SaslConfig;
-pub(crate) use self::shared::{Conn, Shared};
+pub(crate) use self::shared::{Conn, Departure, Shared};
 #[cfg(feature = "tls")]
 pub use self::tls::TlsConfig;
 #[cfg(doc)]

@@ -372,70 +372,58 @@ impl Conn {
     }
 
     /// As [`Conn::send_delete`], for a caller that awaits the answer before its next request: a
-    /// plain delete (neither `marked` nor `tomb`) sent while two of this generation's are in
-    /// flight waits for one of them to be answered, then goes out with every other that waits,
-    /// in one `multi` (see `deletes.rs`). Later requests of the session may then go out before
-    /// it.
-    pub fn send_delete_batched(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
-        if !marked && !tomb {
-            return self.deletes.send(path);
+    /// [`Departure::Plain`] delete sent while two of this generation's are in flight waits for
+    /// one of them to be answered, then goes out with every other that waits, in one `multi`
+    /// (see `deletes.rs`). Later requests of the session may then go out before it.
+    pub fn send_delete_batched(&self, path: &str, departure: Departure) -> DeleteFuture {
+        match departure {
+            Departure::Plain => self.deletes.send(path),
+            _ => self.send_delete(path, departure),
         }
-        self.send_delete(path, marked, tomb)
     }
 
     /// Sends the delete of our node at `path` now (any later request of this session is ordered
-    /// after it) and returns its answer to come.
-    ///
-    /// `marked`: the delete says it is clean, for waiters with a lock delay. It goes in one
-    /// transaction with a write of [`crate::markers::RELEASED`] to the node, so that a waiter's
-    /// data watch on it fires as a data change, never as a deletion, which is what a session's
-    /// expiry (or anyone else's delete) fires. Nobody can read the marker: the node is gone in
-    /// the same transaction. If our node's ACL does not let us write it, the delete goes alone.
-    ///
-    /// `tomb`: the node was admitted at the head of its queue (every node before it gone). The
-    /// same transaction creates and deletes its tombstone (see [`crate::markers::tombstone_of`]),
-    /// so that the waiter behind it, which watches that name,
-    /// hears its creation just before the node's deletion and enters without listing. Still one
-    /// request and one reply. If the tombstone can't be created (an ACL, a node already there),
-    /// the delete goes without it: the waiter behind lists, as after any other deletion.
-    pub fn send_delete(&self, path: &str, marked: bool, tomb: bool) -> DeleteFuture {
-        if !marked && !tomb {
-            return Box::pin(self.client.delete(path, None));
-        }
+    /// after it), saying what `departure` says, and returns its answer to come.
+    pub fn send_delete(&self, path: &str, departure: Departure) -> DeleteFuture {
         let (client, path) = (self.client.clone(), path.to_string());
-        let mut sent: DeleteFuture = Box::pin(async move {
-            let tombstone = tomb.then(|| crate::markers::tombstone_of(&path));
-            let mut writer = client.new_multi_writer();
-            if marked {
+        let mut sent: DeleteFuture = match departure {
+            Departure::Plain => return Box::pin(self.client.delete(&path, None)),
+            Departure::Clean => Box::pin(async move {
+                let mut writer = client.new_multi_writer();
                 writer.add_set_data(&path, crate::markers::RELEASED, None)?;
-            }
-            if let Some(tombstone) = &tombstone {
-                let options =
-                    zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
-                writer.add_create(tombstone, &[], &options)?;
-                writer.add_delete(tombstone, None)?;
-            }
-            writer.add_delete(&path, None)?;
-            match writer.commit().await {
-                Ok(_) => Ok(()),
-                // The tombstone's create failed (an ACL on the parent, a node of that name):
-                // the delete goes without it.
-                Err(zookeeper_client::MultiWriteError::OperationFailed { index, source })
-                    if tombstone.is_some()
-                        && index == usize::from(marked)
-                        && !matches!(source, zookeeper_client::Error::NoNode)
-                        && !crate::error::is_connection_loss(&source) =>
-                {
-                    Conn::without_tombstone(&client, &path, marked).await
-                }
-                Err(e) => match zookeeper_client::Error::from(e) {
+                writer.add_delete(&path, None)?;
+                match writer.commit().await.map_err(zookeeper_client::Error::from) {
                     // Our node's ACL lets us delete it but not write it: a plain delete, which
                     // waiters take as unclean (they wait: the safe side).
-                    zookeeper_client::Error::NoAuth => client.delete(&path, None).await,
-                    other => Err(other),
-                },
-            }
-        });
+                    Err(zookeeper_client::Error::NoAuth) => client.delete(&path, None).await,
+                    other => other.map(drop),
+                }
+            }),
+            Departure::Tombstone => Box::pin(async move {
+                let tombstone = crate::markers::tombstone_of(&path);
+                let mut writer = client.new_multi_writer();
+                let options =
+                    zookeeper_client::CreateMode::Persistent.with_acls(zookeeper_client::Acls::anyone_all());
+                writer.add_create(&tombstone, &[], &options)?;
+                writer.add_delete(&tombstone, None)?;
+                writer.add_delete(&path, None)?;
+                match writer.commit().await {
+                    Ok(_) => Ok(()),
+                    // The tombstone's create failed (an ACL on the parent, a node of that name):
+                    // the delete goes without it.
+                    Err(zookeeper_client::MultiWriteError::OperationFailed { index: 0, source })
+                        if !matches!(source, zookeeper_client::Error::NoNode)
+                            && !crate::error::is_connection_loss(&source) =>
+                    {
+                        client.delete(&path, None).await
+                    }
+                    Err(e) => match zookeeper_client::Error::from(e) {
+                        zookeeper_client::Error::NoAuth => client.delete(&path, None).await,
+                        other => Err(other),
+                    },
+                }
+            }),
+        };
         // The first poll builds the transaction and sends it.
         match crate::util::poll_now(sent.as_mut()) {
             Some(now) => Box::pin(std::future::ready(now)),
@@ -443,34 +431,15 @@ impl Conn {
         }
     }
 
-    /// The delete of [`Conn::send_delete`] once its tombstone could not be created.
-    async fn without_tombstone(
-        client: &Client,
-        path: &str,
-        marked: bool,
-    ) -> std::result::Result<(), zookeeper_client::Error> {
-        if !marked {
-            return client.delete(path, None).await;
-        }
-        let mut writer = client.new_multi_writer();
-        writer.add_set_data(path, crate::markers::RELEASED, None)?;
-        writer.add_delete(path, None)?;
-        match writer.commit().await.map_err(zookeeper_client::Error::from) {
-            Err(zookeeper_client::Error::NoAuth) => client.delete(path, None).await,
-            other => other.map(drop),
-        }
-    }
-
     /// Deletes our node at `path`, retrying connection losses; a node already gone is fine, and
     /// one that can't be deleted goes with the session (logged). Untracked either way.
     pub async fn delete_quietly(&self, path: &str) {
-        self.delete_quietly_marked(path, false, false).await
+        self.delete_quietly_as(path, Departure::Plain).await
     }
 
-    /// As [`Conn::delete_quietly`], with what the delete says (`marked`, `tomb`: see
-    /// [`Conn::send_delete`]).
-    pub async fn delete_quietly_marked(&self, path: &str, marked: bool, tomb: bool) {
-        match crate::util::on_connection_loss(|| self.send_delete(path, marked, tomb)).await {
+    /// As [`Conn::delete_quietly`], saying what `departure` says (see [`Conn::send_delete`]).
+    pub async fn delete_quietly_as(&self, path: &str, departure: Departure) {
+        match crate::util::on_connection_loss(|| self.send_delete(path, departure)).await {
             Ok(()) | Err(zookeeper_client::Error::NoNode) => tracing::trace!(node = path, "deleted"),
             Err(e) => tracing::debug!(node = path, error = %e, "could not delete; it goes with the session"),
         }
@@ -481,4 +450,26 @@ impl Conn {
     pub fn session_closed(&self) -> bool {
         self.shared().is_none_or(|s| s.is_closed())
     }
+}
+
+/// What the delete of one of our nodes tells the waiters behind it ([`Conn::send_delete`]).
+/// Waiters with a lock delay read a clean release; waiters without one, a tombstone: a queue
+/// has one or the other, so a delete says at most one thing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Departure {
+    /// A plain delete: what a session's expiry, or anyone else's delete, looks like.
+    Plain,
+    /// A clean release, for waiters with a lock delay: one transaction writes
+    /// [`crate::markers::RELEASED`] to the node and deletes it, so that a waiter's data watch
+    /// fires as a data change, never as a deletion. Nobody can read the marker: the node is
+    /// gone in the same transaction. If our node's ACL does not let us write it, the delete
+    /// goes alone.
+    Clean,
+    /// A release at the head of the queue (every node before it gone): the same transaction
+    /// creates and deletes its tombstone (see [`crate::markers::tombstone_of`]), so that the
+    /// waiter behind it, which watches that name, hears its creation just before the node's
+    /// deletion and enters without listing. Still one request and one reply. If the tombstone
+    /// can't be created (an ACL, a node already there), the delete goes without it: the waiter
+    /// behind lists, as after any other deletion.
+    Tombstone,
 }
