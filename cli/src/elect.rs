@@ -83,10 +83,11 @@ pub async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let safe_until = || if latch.has_leadership() { contact.session_safe_until() } else { None };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
     let ended = child::supervise(group, lost, revoked, safety, &mut stops).await?;
-    // After a loss, as `run`: no waiting for the server to confirm the delete of our node (a
-    // session timeout in an outage); it goes with the session anyway.
-    if matches!(ended, Ended::Exited(_)) {
-        latch.close().await;
+    // After a loss, as `run`: close while that is prompt, not a moment for a server that
+    // cannot answer (see `zk::let_go`).
+    match ended {
+        Ended::Exited(_) => latch.close().await,
+        Ended::Lost | Ended::WindowSpent => zk::let_go(&conn, latch.close()).await,
     }
     match ended {
         Ended::Lost => Err(Failure::new(

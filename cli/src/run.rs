@@ -115,14 +115,13 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     }
     let limit_passed = limit_passed.load(Ordering::SeqCst);
     if matches!(ended, Ended::Lost | Ended::WindowSpent) && !limit_passed {
-        // The lock is lost and the command's group is gone: exit now. Awaiting the release
-        // here waited for the server to confirm the delete of our node, up to a session
-        // timeout when it cannot be reached (an outage). Nothing needs it: the node is gone
-        // already (deleted, or its session expired), or it goes with the session's expiry on
-        // the server, which our exit (no more heartbeats) brings about; and nobody can enter
-        // before that, with or without us. The guard's drop still sends the delete, for the
-        // case where the connection is up.
-        drop(guard);
+        // The lock is lost and the command's group is gone. Release while that is prompt (the
+        // next waiter gets the lock now), and not a moment for a server that cannot answer:
+        // the node is gone already, or goes with the session's expiry (see `zk::let_go`).
+        crate::zk::let_go(&conn, async move {
+            let _ = guard.release().await;
+        })
+        .await;
         return Err(match ended {
             Ended::WindowSpent => window_spent(path),
             _ => {

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
-    ConnectOptions, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions,
-    LeaderLatch, Lock as _, LockGuard, LockOptions, NodeFormat, Participant, QueueEvent, Session, TlsConfig,
+    ConnectOptions, ConnectionState, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
+    LatchOptions, LeaderLatch, Lock as _, LockGuard, LockOptions, NodeFormat, Participant, QueueEvent,
+    Session, TlsConfig,
 };
 
 use crate::exit::{self, Failure};
@@ -28,6 +29,8 @@ pub struct Target<'a> {
 #[derive(Clone)]
 pub struct Conn {
     session: Session,
+    /// The connect string, `host:port,host:port[/chroot]`, to ask the servers whether they listen.
+    connect: String,
 }
 
 impl Conn {
@@ -53,7 +56,63 @@ pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     if let Some(credentials) = target.auth {
         options = options.auth("digest", credentials.as_bytes());
     }
-    Ok(Conn { session: Session::connect_with(connect, &options).await? })
+    Ok(Conn { session: Session::connect_with(connect, &options).await?, connect: connect.to_string() })
+}
+
+/// After a loss, with the command gone: lets go of our node through `release` (the guard's
+/// release, the latch's close) as long as that can end promptly, and not a moment longer.
+///
+/// Connected, the delete is answered at once, and the next waiter gets the lock now rather than
+/// at the session's expiry. Disconnected, it waits for the session to come back (a blip), but
+/// stops as soon as the node is gone with the session (`Lost`), as soon as no server listens
+/// (every address refuses a connection: an outage, nothing could answer the delete), or when
+/// the safe window ends (the server may have expired the session by then). Whichever way it
+/// stops, the node is gone or goes with the session's expiry, and nobody can take the lock
+/// before that: safety does not depend on this wait, only how soon the next waiter enters.
+pub async fn let_go(conn: &Conn, release: impl std::future::Future<Output = ()>) {
+    let session = &conn.session;
+    // No safe window: the session is lost or closed, and our node with it.
+    let Some(window_end) = session.safe_until() else { return };
+    let mut states = session.states();
+    let gone = states.wait_for(|s| matches!(s.state, ConnectionState::Lost | ConnectionState::Closed));
+    tokio::select! {
+        () = release => {}
+        _ = gone => {}
+        () = no_server_listens(session, &conn.connect) => {}
+        () = tokio::time::sleep_until(window_end.into()) => {}
+    }
+}
+
+/// Resolves once the session is disconnected and every address of `connect` refuses a TCP
+/// connection; asks again at each change of the session's state.
+async fn no_server_listens(session: &Session, connect: &str) {
+    let mut states = session.states();
+    loop {
+        let connected = states.borrow_and_update().state.is_connected();
+        if !connected && all_refuse(connect).await {
+            return;
+        }
+        if states.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Whether every address of `connect` refuses a connection now (an address that accepts, does
+/// not answer or does not resolve counts as maybe listening).
+async fn all_refuse(connect: &str) -> bool {
+    let hosts = connect.split('/').next().unwrap_or_default();
+    let mut refused = 0;
+    for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let Ok(addresses) = tokio::net::lookup_host(host).await else { return false };
+        for address in addresses {
+            match tokio::net::TcpStream::connect(address).await {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
+                _ => return false,
+            }
+        }
+    }
+    refused > 0
 }
 
 /// Which lock `run` and `hold` take.
