@@ -84,35 +84,63 @@ pub async fn let_go(conn: &Conn, release: impl std::future::Future<Output = ()>)
 }
 
 /// Resolves once the session is disconnected and every address of `connect` refuses a TCP
-/// connection; asks again at each change of the session's state.
+/// connection. Asks again at each change of the session's state, and when a connection an
+/// address accepted ends: a ZooKeeper that is shutting down has closed ours but still accepts
+/// connections until its process exits, and then resets the ones it accepted.
 async fn no_server_listens(session: &Session, connect: &str) {
     let mut states = session.states();
     loop {
         let connected = states.borrow_and_update().state.is_connected();
-        if !connected && all_refuse(connect).await {
-            return;
+        let mut accepted = tokio::task::JoinSet::new();
+        if !connected {
+            match listening(connect).await {
+                Listening::No => return,
+                Listening::Accepted(streams) => {
+                    for mut stream in streams {
+                        accepted.spawn(async move {
+                            use tokio::io::AsyncReadExt as _;
+                            let _ = stream.read(&mut [0u8; 64]).await;
+                        });
+                    }
+                }
+                Listening::Unknown => {}
+            }
         }
-        if states.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = states.changed() => if changed.is_err() { return },
+            Some(_) = accepted.join_next() => {}
         }
     }
 }
 
-/// Whether every address of `connect` refuses a connection now (an address that accepts, does
-/// not answer or does not resolve counts as maybe listening).
-async fn all_refuse(connect: &str) -> bool {
+/// What the addresses of a connect string do with a TCP connection now.
+enum Listening {
+    /// Every one refuses it: nothing listens.
+    No,
+    /// These accepted it (a server, maybe one shutting down, or something in between).
+    Accepted(Vec<tokio::net::TcpStream>),
+    /// An address did not resolve, or its connection failed otherwise.
+    Unknown,
+}
+
+async fn listening(connect: &str) -> Listening {
     let hosts = connect.split('/').next().unwrap_or_default();
-    let mut refused = 0;
+    let (mut refused, mut accepted) = (0, Vec::new());
     for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let Ok(addresses) = tokio::net::lookup_host(host).await else { return false };
+        let Ok(addresses) = tokio::net::lookup_host(host).await else { return Listening::Unknown };
         for address in addresses {
             match tokio::net::TcpStream::connect(address).await {
+                Ok(stream) => accepted.push(stream),
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
-                _ => return false,
+                Err(_) => return Listening::Unknown,
             }
         }
     }
-    refused > 0
+    match (refused, accepted.is_empty()) {
+        (_, false) => Listening::Accepted(accepted),
+        (0, true) => Listening::Unknown,
+        (_, true) => Listening::No,
+    }
 }
 
 /// Which lock `run` and `hold` take.
