@@ -75,25 +75,30 @@ pub async fn let_go(conn: &Conn, release: impl std::future::Future<Output = ()>)
     let Some(window_end) = session.safe_until() else { return };
     let mut states = session.states();
     let gone = states.wait_for(|s| matches!(s.state, ConnectionState::Lost | ConnectionState::Closed));
-    tokio::select! {
-        () = release => {}
-        _ = gone => {}
-        () = no_server_listens(session, &conn.connect) => {}
-        () = tokio::time::sleep_until(window_end.into()) => {}
-    }
+    let why = tokio::select! {
+        () = release => "released",
+        _ = gone => "the session is gone",
+        () = no_server_listens(session, &conn.connect) => "no server listens",
+        () = tokio::time::sleep_until(window_end.into()) => "the safe window ended",
+    };
+    tracing::debug!(why, "let go of the node");
 }
 
 /// Resolves once the session is disconnected and every address of `connect` refuses a TCP
-/// connection. Asks again at each change of the session's state, and when a connection an
-/// address accepted ends: a ZooKeeper that is shutting down has closed ours but still accepts
-/// connections until its process exits, and then resets the ones it accepted.
+/// connection. While disconnected it asks again at each change of the session's state, when a
+/// connection an address accepted ends, and every [`ASK_AGAIN`] as the client's own reconnects
+/// do: a ZooKeeper that is shutting down has closed our session's connection but still
+/// accepts connections (or holds them unanswered) until its process exits.
 async fn no_server_listens(session: &Session, connect: &str) {
     let mut states = session.states();
     loop {
         let connected = states.borrow_and_update().state.is_connected();
         let mut accepted = tokio::task::JoinSet::new();
         if !connected {
-            match listening(connect).await {
+            // An address that does not answer within the period is asked again next time.
+            let now = tokio::time::timeout(ASK_AGAIN, listening(connect)).await.unwrap_or(Listening::Unknown);
+            tracing::debug!(listening = ?now, "asked the servers");
+            match now {
                 Listening::No => return,
                 Listening::Accepted(streams) => {
                     for mut stream in streams {
@@ -109,11 +114,16 @@ async fn no_server_listens(session: &Session, connect: &str) {
         tokio::select! {
             changed = states.changed() => if changed.is_err() { return },
             Some(_) = accepted.join_next() => {}
+            () = tokio::time::sleep(ASK_AGAIN), if !connected => {}
         }
     }
 }
 
+/// How often [`no_server_listens`] asks the servers again while disconnected.
+const ASK_AGAIN: Duration = Duration::from_millis(250);
+
 /// What the addresses of a connect string do with a TCP connection now.
+#[derive(Debug)]
 enum Listening {
     /// Every one refuses it: nothing listens.
     No,
