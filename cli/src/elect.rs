@@ -1,14 +1,16 @@
 //! `zklock elect`: the command while leader, or `--observe` the leader.
 
-use zk_recipes::{LatchOptions, LossPolicy};
+use std::time::Duration;
+
+use zk_recipes::{LatchOptions, LeaderLatch, LossPolicy};
 
 use crate::acquire::{command_of, margin};
 use crate::args::{Cli, ElectArgs};
-use crate::child::{self, Ended, Safety, Stops};
+use crate::child::{self, Ended, Group, Safety, Stops};
 use crate::exit::{self, window_spent, Failure};
 use crate::ops;
 use crate::progress::Progress;
-use crate::zk::{self, Contact};
+use crate::zk::{self, Conn, Contact};
 
 pub async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     crate::metrics::serve(args.metrics_addr)?;
@@ -23,28 +25,71 @@ pub async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     let latch = zk::latch_with(&conn, &args.electpath, options)?;
     latch.start()?;
     let progress = Progress::new(cli.verbose);
-    let waiting = progress.while_waiting(
-        &args.electpath,
-        &id,
-        latch.await_leadership(),
-        || latch.participants(),
-        conn.raw()?,
-    );
-    let token = tokio::select! {
-        token = waiting => token?,
-        code = stops.next() => {
-            progress.done();
-            latch.close().await;
-            return Err(Failure::silent(code));
-        }
-    };
-    let contact = match Contact::start(&conn).await {
-        Ok(contact) => contact,
+    let token = lead(args, &conn, &latch, &id, progress, &mut stops).await?;
+    let (group, contact, margin) = match start(args, &conn, &latch, &id, token, progress, &mut stops).await {
+        Ok(started) => started,
         Err(e) => {
             latch.close().await;
             return Err(e);
         }
     };
+    let ended = supervise(args, &latch, group, contact, margin, &mut stops).await?;
+    // After a loss, as `run`: close while that is prompt, not a moment for a server that
+    // cannot answer (see `zk::let_go`).
+    match ended {
+        Ended::Exited(_) => latch.close().await,
+        Ended::Lost | Ended::WindowSpent => zk::let_go(&conn, latch.close()).await,
+    }
+    match ended {
+        Ended::Lost => Err(Failure::new(
+            exit::LOST,
+            format!("lost leadership of {} while the command ran; stopped it", args.electpath),
+        )),
+        Ended::WindowSpent => Err(window_spent(&args.electpath)),
+        Ended::Exited(code) => Ok(code),
+    }
+}
+
+/// Waits to lead (showing the wait); returns the fencing token. A signal meanwhile closes the
+/// latch and ends the run.
+async fn lead(
+    args: &ElectArgs,
+    conn: &Conn,
+    latch: &LeaderLatch,
+    id: &str,
+    progress: Progress,
+    stops: &mut Stops,
+) -> Result<u64, Failure> {
+    let waiting = progress.while_waiting(
+        &args.electpath,
+        id,
+        latch.await_leadership(),
+        || latch.participants(),
+        conn.raw()?,
+    );
+    tokio::select! {
+        token = waiting => Ok(token?),
+        code = stops.next() => {
+            progress.done();
+            latch.close().await;
+            Err(Failure::silent(code))
+        }
+    }
+}
+
+/// Everything between winning and the command running: the session's contacts, our node for
+/// `ZKLOCK_NODE`, the command itself (not when a signal came meanwhile). Returns the group,
+/// the contacts and the kill margin; on an error, the caller closes the latch.
+async fn start(
+    args: &ElectArgs,
+    conn: &Conn,
+    latch: &LeaderLatch,
+    id: &str,
+    token: u64,
+    progress: Progress,
+    stops: &mut Stops,
+) -> Result<(Group, Contact, Duration), Failure> {
+    let contact = Contact::start(conn).await?;
     let margin = margin(&contact, args.kill_margin);
     progress.note(&format!("zklock: leading {} as {id} (fencing token {token})", args.electpath));
     // Our node, as `run` gives it: the leader's, read back (the latch leads with it).
@@ -60,16 +105,22 @@ pub async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
         ("ZKLOCK_NODE", node),
     ];
     if let Some(code) = stops.arrived().await {
-        latch.close().await;
         return Err(Failure::silent(code));
     }
-    let group = match child::start(&command_of(&args.shell, &args.command), &env) {
-        Ok(group) => group,
-        Err(e) => {
-            latch.close().await;
-            return Err(e);
-        }
-    };
+    let group = child::start(&command_of(&args.shell, &args.command), &env)?;
+    Ok((group, contact, margin))
+}
+
+/// The command while we lead, until it ends by itself or is stopped for a loss or a spent safe
+/// window.
+async fn supervise(
+    args: &ElectArgs,
+    latch: &LeaderLatch,
+    group: Group,
+    contact: Contact,
+    margin: Duration,
+    stops: &mut Stops,
+) -> Result<Ended, Failure> {
     let mut changes = latch.leadership();
     let lost = async move {
         let _ = changes.wait_for(|l| *l == zk_recipes::Leadership::NotLeader).await;
@@ -82,18 +133,5 @@ pub async fn elect(cli: &Cli, args: &ElectArgs) -> Result<u8, Failure> {
     };
     let safe_until = || if latch.has_leadership() { contact.session_safe_until() } else { None };
     let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
-    let ended = child::supervise(group, lost, revoked, safety, &mut stops).await?;
-    // After a loss, as `run`: no waiting for the server to confirm the delete of our node (a
-    // session timeout in an outage); it goes with the session anyway.
-    if matches!(ended, Ended::Exited(_)) {
-        latch.close().await;
-    }
-    match ended {
-        Ended::Lost => Err(Failure::new(
-            exit::LOST,
-            format!("lost leadership of {} while the command ran; stopped it", args.electpath),
-        )),
-        Ended::WindowSpent => Err(window_spent(&args.electpath)),
-        Ended::Exited(code) => Ok(code),
-    }
+    child::supervise(group, lost, revoked, safety, stops).await
 }

@@ -1,18 +1,19 @@
 //! `zklock run`: the command under the lock.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::time::Instant;
-use zk_recipes::{LockStatus, LossPolicy};
+use zk_recipes::{LockGuard, LockStatus, LossPolicy};
 
 use crate::acquire::{self, acquire, check_holds, command_of, margin, Taking};
 use crate::args::{Cli, RunArgs};
-use crate::child::{self, Ended, Safety, Stops};
+use crate::child::{self, Ended, Group, Safety, Stops};
 use crate::exit::{self, window_spent, Failure};
 use crate::minhold::{self, Kept};
 use crate::once;
 use crate::progress::Progress;
-use crate::zk::Contact;
+use crate::zk::{Conn, Contact};
 
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     check_holds(args.lock.min_hold, args.max_hold)?;
@@ -25,36 +26,66 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
     // `--max-hold` and `--min-hold` count from the acquisition, whatever comes before the
     // command starts.
     let acquired = Instant::now();
-    let limit_at = args.max_hold.map(|limit| acquired + limit);
-    let path = &args.lock.lockpath;
-    if let Some(period) = args.once_per {
-        match once::since_last(&conn, &guard, path).await {
-            Ok(Some(age)) if age < period => {
-                let _ = guard.release().await;
-                return Err(Failure::new(
-                    exit::DONE,
-                    format!(
-                        "{path}: a run succeeded {} ago (by ZooKeeper's clock), within --once-per {}; \
-                         not running the command",
-                        humantime::format_duration(std::time::Duration::from_secs(age.as_secs())),
-                        humantime::format_duration(period)
-                    ),
-                ));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                let _ = guard.release().await;
-                return Err(e);
-            }
-        }
-    }
-    let contact = match Contact::start(&conn).await {
-        Ok(contact) => contact,
+    let started = match start(cli, args, &conn, &guard, &mut stops).await {
+        Ok(started) => started,
         Err(e) => {
             let _ = guard.release().await;
             return Err(e);
         }
     };
+    let progress = started.progress;
+    let (ended, limit_passed) = supervise(args, &guard, started, acquired, &mut stops).await?;
+    let path = &args.lock.lockpath;
+    // Held to the end of the command: record the success, then keep the minimum hold. (A loss
+    // noticed only now, at the command's end, is reported by the release below.)
+    let mut kept = Kept::Passed;
+    if let Ended::Exited(code) = ended {
+        if !policy.is_lost(guard.current_status()) {
+            kept = after_the_command(args, &conn, &guard, code, acquired, &mut stops, progress).await;
+        }
+    }
+    if matches!(ended, Ended::Lost | Ended::WindowSpent) && !limit_passed {
+        // The lock is lost and the command's group is gone. Release while that is prompt (the
+        // next waiter gets the lock now), and not a moment for a server that cannot answer:
+        // the node is gone already, or goes with the session's expiry (see `zk::let_go`).
+        crate::zk::let_go(&conn, async move {
+            let _ = guard.release().await;
+        })
+        .await;
+        return Err(match ended {
+            Ended::WindowSpent => window_spent(path),
+            _ => {
+                Failure::new(exit::LOST, format!("lost the lock on {path} while the command ran; stopped it"))
+            }
+        });
+    }
+    let released = guard.release().await;
+    outcome(args, ended, released, kept, limit_passed)
+}
+
+/// What `start` leaves to the rest of the run: the command's group, and what watches it.
+struct Started {
+    group: Group,
+    contact: Contact,
+    margin: Duration,
+    progress: Progress,
+}
+
+/// Everything between taking the lock and the command running: the `--once-per` check, the
+/// session's contacts, the command itself (not when a signal came while we took the lock).
+/// On an error, the caller releases the lock.
+async fn start(
+    cli: &Cli,
+    args: &RunArgs,
+    conn: &Conn,
+    guard: &LockGuard,
+    stops: &mut Stops,
+) -> Result<Started, Failure> {
+    let path = &args.lock.lockpath;
+    if let Some(period) = args.once_per {
+        check_once_per(conn, guard, path, period).await?;
+    }
+    let contact = Contact::start(conn).await?;
     let margin = margin(&contact, args.kill_margin);
     let token = guard.fencing_token();
     let progress = Progress::new(cli.verbose);
@@ -64,26 +95,52 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
         ("ZKLOCK_PATH", path.clone()),
         ("ZKLOCK_NODE", guard.node_path().to_string()),
     ];
-    // A signal that came while we took the lock: release, do not start the command.
     if let Some(code) = stops.arrived().await {
-        let _ = guard.release().await;
         return Err(Failure::silent(code));
     }
-    let group = match child::start(&command_of(&args.shell, &args.command), &env) {
-        Ok(group) => group,
-        Err(e) => {
-            let _ = guard.release().await;
-            return Err(e);
-        }
-    };
+    let group = child::start(&command_of(&args.shell, &args.command), &env)?;
+    Ok(Started { group, contact, margin, progress })
+}
+
+/// `--once-per`: the command is not run when a run succeeded within the period.
+async fn check_once_per(conn: &Conn, guard: &LockGuard, path: &str, period: Duration) -> Result<(), Failure> {
+    match once::since_last(conn, guard, path).await? {
+        Some(age) if age < period => Err(Failure::new(
+            exit::DONE,
+            format!(
+                "{path}: a run succeeded {} ago (by ZooKeeper's clock), within --once-per {}; \
+                 not running the command",
+                humantime::format_duration(Duration::from_secs(age.as_secs())),
+                humantime::format_duration(period)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The command under the lock until it ends by itself, or is stopped for a loss, a spent safe
+/// window, or `--max-hold`. Returns how it ended, and whether `--max-hold` stopped it.
+async fn supervise(
+    args: &RunArgs,
+    guard: &LockGuard,
+    started: Started,
+    acquired: Instant,
+    stops: &mut Stops,
+) -> Result<(Ended, bool), Failure> {
+    let limit_at = args.max_hold.map(|limit| acquired + limit);
     let safe_until = || guard.safe_until();
     let mut status = guard.status();
     let revoked = async move {
         let _ = status.wait_for(|s| *s == LockStatus::RevocationRequested).await;
     };
-    let safety = Safety { grace: args.grace, margin, safe_until: &safe_until, contact: contact.clone() };
+    let safety = Safety {
+        grace: args.grace,
+        margin: started.margin,
+        safe_until: &safe_until,
+        contact: started.contact,
+    };
     // The limit stops the command as a loss does, while the lock is still ours; the release
-    // below then admits the next waiter, once the command's group is gone.
+    // then admits the next waiter, once the command's group is gone.
     let limit_passed = AtomicBool::new(false);
     let lost = async {
         tokio::select! {
@@ -93,44 +150,48 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<u8, Failure> {
             }
         }
     };
-    let ended = child::supervise(group, lost, revoked, safety, &mut stops).await?;
-    // Held to the end of the command: record the success, then keep the minimum hold. (A loss
-    // noticed only now, at the command's end, is reported by the release below.)
-    let mut kept = Kept::Passed;
-    if matches!(ended, Ended::Exited(_)) && !policy.is_lost(guard.current_status()) {
-        if let (Some(_), Ended::Exited(0)) = (args.once_per, &ended) {
-            if let Err(e) = once::record(&conn, &guard, path).await {
-                crate::say::say(
-                    crate::say::Level::Warn,
-                    &format!(
-                        "could not record the run for --once-per ({}); a later run may repeat it",
-                        e.message
-                    ),
-                );
-            }
-        }
-        if let Some(min) = args.lock.min_hold {
-            kept = minhold::keep(&guard, acquired + min, &mut stops, progress, path).await;
+    let ended = child::supervise(started.group, lost, revoked, safety, stops).await?;
+    Ok((ended, limit_passed.load(Ordering::SeqCst)))
+}
+
+/// After the command exited (`code`) under the lock: record a success for `--once-per`, then
+/// keep the minimum hold.
+async fn after_the_command(
+    args: &RunArgs,
+    conn: &Conn,
+    guard: &LockGuard,
+    code: u8,
+    acquired: Instant,
+    stops: &mut Stops,
+    progress: Progress,
+) -> Kept {
+    let path = &args.lock.lockpath;
+    if args.once_per.is_some() && code == 0 {
+        if let Err(e) = once::record(conn, guard, path).await {
+            crate::say::say(
+                crate::say::Level::Warn,
+                &format!(
+                    "could not record the run for --once-per ({}); a later run may repeat it",
+                    e.message
+                ),
+            );
         }
     }
-    let limit_passed = limit_passed.load(Ordering::SeqCst);
-    if matches!(ended, Ended::Lost | Ended::WindowSpent) && !limit_passed {
-        // The lock is lost and the command's group is gone: exit now. Awaiting the release
-        // here waited for the server to confirm the delete of our node, up to a session
-        // timeout when it cannot be reached (an outage). Nothing needs it: the node is gone
-        // already (deleted, or its session expired), or it goes with the session's expiry on
-        // the server, which our exit (no more heartbeats) brings about; and nobody can enter
-        // before that, with or without us. The guard's drop still sends the delete, for the
-        // case where the connection is up.
-        drop(guard);
-        return Err(match ended {
-            Ended::WindowSpent => window_spent(path),
-            _ => {
-                Failure::new(exit::LOST, format!("lost the lock on {path} while the command ran; stopped it"))
-            }
-        });
+    match args.lock.min_hold {
+        Some(min) => minhold::keep(guard, acquired + min, stops, progress, path).await,
+        None => Kept::Passed,
     }
-    let released = guard.release().await;
+}
+
+/// The exit code or failure of a run whose command ended, given the release's answer.
+fn outcome(
+    args: &RunArgs,
+    ended: Ended,
+    released: zk_recipes::Result<()>,
+    kept: Kept,
+    limit_passed: bool,
+) -> Result<u8, Failure> {
+    let path = &args.lock.lockpath;
     match (ended, released) {
         (Ended::Lost, Ok(())) if limit_passed => Err(Failure::new(
             exit::MAX_HOLD,

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
-    ConnectOptions, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore, LatchOptions,
-    LeaderLatch, Lock as _, LockGuard, LockOptions, NodeFormat, Participant, QueueEvent, Session, TlsConfig,
+    ConnectOptions, ConnectionState, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
+    LatchOptions, LeaderLatch, Lock as _, LockGuard, LockOptions, NodeFormat, Participant, QueueEvent,
+    Session, TlsConfig,
 };
 
 use crate::exit::{self, Failure};
@@ -29,6 +30,8 @@ pub struct Target<'a> {
 #[derive(Clone)]
 pub struct Conn {
     session: Session,
+    /// The connect string, `host:port,host:port[/chroot]`, to ask the servers whether they listen.
+    connect: String,
 }
 
 impl Conn {
@@ -57,7 +60,101 @@ pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     if let Some(sasl) = target.sasl {
         options = options.sasl(sasl);
     }
-    Ok(Conn { session: Session::connect_with(connect, &options).await? })
+    Ok(Conn { session: Session::connect_with(connect, &options).await?, connect: connect.to_string() })
+}
+
+/// After a loss, with the command gone: lets go of our node through `release` (the guard's
+/// release, the latch's close) as long as that can end promptly, and not a moment longer.
+///
+/// Connected, the delete is answered at once, and the next waiter gets the lock now rather than
+/// at the session's expiry. Disconnected, it waits for the session to come back (a blip), but
+/// stops as soon as the node is gone with the session (`Lost`), as soon as no server listens
+/// (every address refuses a connection: an outage, nothing could answer the delete), or when
+/// the safe window ends (the server may have expired the session by then). Whichever way it
+/// stops, the node is gone or goes with the session's expiry, and nobody can take the lock
+/// before that: safety does not depend on this wait, only how soon the next waiter enters.
+pub async fn let_go(conn: &Conn, release: impl std::future::Future<Output = ()>) {
+    let session = &conn.session;
+    // No safe window: the session is lost or closed, and our node with it.
+    let Some(window_end) = session.safe_until() else { return };
+    let mut states = session.states();
+    let gone = states.wait_for(|s| matches!(s.state, ConnectionState::Lost | ConnectionState::Closed));
+    let why = tokio::select! {
+        () = release => "released",
+        _ = gone => "the session is gone",
+        () = no_server_listens(session, &conn.connect) => "no server listens",
+        () = tokio::time::sleep_until(window_end.into()) => "the safe window ended",
+    };
+    tracing::debug!(why, "let go of the node");
+}
+
+/// Resolves once the session is disconnected and every address of `connect` refuses a TCP
+/// connection. While disconnected it asks again at each change of the session's state, when a
+/// connection an address accepted ends, and every [`ASK_AGAIN`] as the client's own reconnects
+/// do: a ZooKeeper that is shutting down has closed our session's connection but still
+/// accepts connections (or holds them unanswered) until its process exits.
+async fn no_server_listens(session: &Session, connect: &str) {
+    let mut states = session.states();
+    loop {
+        let connected = states.borrow_and_update().state.is_connected();
+        let mut accepted = tokio::task::JoinSet::new();
+        if !connected {
+            // An address that does not answer within the period is asked again next time.
+            let now = tokio::time::timeout(ASK_AGAIN, listening(connect)).await.unwrap_or(Listening::Unknown);
+            tracing::debug!(listening = ?now, "asked the servers");
+            match now {
+                Listening::No => return,
+                Listening::Accepted(streams) => {
+                    for mut stream in streams {
+                        accepted.spawn(async move {
+                            use tokio::io::AsyncReadExt as _;
+                            let _ = stream.read(&mut [0u8; 64]).await;
+                        });
+                    }
+                }
+                Listening::Unknown => {}
+            }
+        }
+        tokio::select! {
+            changed = states.changed() => if changed.is_err() { return },
+            Some(_) = accepted.join_next() => {}
+            () = tokio::time::sleep(ASK_AGAIN), if !connected => {}
+        }
+    }
+}
+
+/// How often [`no_server_listens`] asks the servers again while disconnected.
+const ASK_AGAIN: Duration = Duration::from_millis(250);
+
+/// What the addresses of a connect string do with a TCP connection now.
+#[derive(Debug)]
+enum Listening {
+    /// Every one refuses it: nothing listens.
+    No,
+    /// These accepted it (a server, maybe one shutting down, or something in between).
+    Accepted(Vec<tokio::net::TcpStream>),
+    /// An address did not resolve, or its connection failed otherwise.
+    Unknown,
+}
+
+async fn listening(connect: &str) -> Listening {
+    let hosts = connect.split('/').next().unwrap_or_default();
+    let (mut refused, mut accepted) = (0, Vec::new());
+    for host in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+        let Ok(addresses) = tokio::net::lookup_host(host).await else { return Listening::Unknown };
+        for address in addresses {
+            match tokio::net::TcpStream::connect(address).await {
+                Ok(stream) => accepted.push(stream),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => refused += 1,
+                Err(_) => return Listening::Unknown,
+            }
+        }
+    }
+    match (refused, accepted.is_empty()) {
+        (_, false) => Listening::Accepted(accepted),
+        (0, true) => Listening::Unknown,
+        (_, true) => Listening::No,
+    }
 }
 
 /// Which lock `run` and `hold` take.

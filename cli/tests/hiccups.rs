@@ -96,9 +96,7 @@ async fn ride_out_keeps_the_command_through_a_short_disconnect_and_the_default_s
         assert_eq!(out.status.code(), expected, "{sub} {extra:?}: {}", log());
         assert!(log().contains("state=Suspended"), "no disconnect seen: {}", log());
         assert!(!running(pid));
-        // With 76, zklock did not wait to delete its node (issue 51): it goes with the 4 s
-        // session, which the server expires once zklock is gone.
-        eventually("no node left", || queue_len(&zk.connect_string(), "/locks/rideout") == 0).await;
+        assert_eq!(queue_len(&zk.connect_string(), "/locks/rideout"), 0);
     }
 }
 
