@@ -20,7 +20,8 @@ async fn backend_choice_errors_say_what_to_do() {
     match attempt.expect("the docker backend hung instead of failing") {
         Err(HarnessError::NoBackend(msg)) => {
             assert!(msg.contains("docker") || msg.contains("Docker"), "{msg}");
-            assert!(msg.contains("apt-get install -y zookeeper"), "{msg}");
+            assert!(msg.contains("scripts/ensure-zookeeper-versions"), "{msg}");
+            assert!(msg.contains("ZOOKEEPER_HOME"), "{msg}");
         }
         Ok(cluster) => {
             // Only where a Docker daemon is reachable and the feature is on.
