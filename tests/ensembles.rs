@@ -412,7 +412,17 @@ async fn a_reconfig_that_loses_the_quorum_suspends_and_is_never_held_past_the_wi
 
 // --- A rolling upgrade ----------------------------------------------------------------------------
 
-/// A three-server ensemble upgraded from 3.8.0 (Debian 12's) to the newest 3.9 (3.9.6), one
+/// The newest 3.9, the rolling upgrades' target: `ZK_UPGRADE_TO`, which `scripts/test` sets to
+/// what Debian unstable has (`scripts/ensure-zookeeper-versions sid`: 3.9.6 when written), or
+/// 3.9.6 when it is unset.
+fn newest_3_9() -> ZkVersion {
+    match std::env::var("ZK_UPGRADE_TO") {
+        Ok(v) if !v.trim().is_empty() => v.parse().expect("ZK_UPGRADE_TO is a version such as 3.9.6"),
+        _ => ZkVersion::V3_9_6,
+    }
+}
+
+/// A three-server ensemble upgraded from 3.8.0 (Debian 12's) to the newest 3.9 ([`newest_3_9`]), one
 /// server at a time, the followers first and the leader last, each back and the quorum led
 /// before the next goes down, while a session holds a lock and another waits: the holder keeps
 /// it (the same session, moved from server to server by the restarts), writes fenced and
@@ -420,7 +430,7 @@ async fn a_reconfig_that_loses_the_quorum_suspends_and_is_never_held_past_the_wi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_upgrade_from_3_8_to_3_9_keeps_the_lock_and_the_waiter() {
     common::init_tracing();
-    let (from, to) = (ZkVersion::V3_8_0, ZkVersion::V3_9_6);
+    let (from, to) = (ZkVersion::V3_8_0, newest_3_9());
     let config = ClusterConfig { nodes: 3, ..ClusterConfig::default() }.version(from);
     let mut zk = ZkCluster::start(config).await.expect("start a 3.8.0 ensemble");
     let connect = zk.connect_string();
@@ -450,7 +460,7 @@ async fn a_rolling_upgrade_from_3_8_to_3_9_keeps_the_lock_and_the_waiter() {
 
 /// The chaos run's lock-set phase (Jepsen's lock-set against ZooKeeper, PostgreSQL and Redis,
 /// fenced and unfenced, worker processes paused between read and write) across a rolling
-/// upgrade from 3.8.0 to 3.9.6 (`--faults RollingUpgrade`): the run's checker finds no violation,
+/// upgrade from 3.8.0 to the newest 3.9 (`--faults RollingUpgrade`): the run's checker finds no violation,
 /// so no acknowledged add of a fenced set is lost, and the replicas converge.
 #[test]
 fn the_lock_set_workload_loses_no_acknowledged_add_across_a_rolling_upgrade() {
@@ -465,16 +475,19 @@ fn the_lock_set_workload_loses_no_acknowledged_add_across_a_rolling_upgrade() {
         "RollingUpgrade",
         "--every-kind",
     ];
+    let to = newest_3_9();
     let out = std::process::Command::new(common::example_binary("chaos"))
         .args(args)
         .env("ZK_VERSION", "3.8.0")
-        .env("ZK_UPGRADE_TO", "3.9.6")
+        .env("ZK_UPGRADE_TO", to.to_string())
         .output()
         .expect("run the chaos example");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let upgraded =
-        stderr.lines().filter(|l| l.contains("RollingUpgrade:") && l.contains("3.8.0 -> 3.9.6")).count();
+    let upgraded = stderr
+        .lines()
+        .filter(|l| l.contains("RollingUpgrade:") && l.contains(&format!("3.8.0 -> {to}")))
+        .count();
     assert!(
         out.status.success() && stdout.contains("violations: 0") && upgraded >= 1,
         "the chaos run across the upgrade:\n{stdout}\n{stderr}"
