@@ -371,43 +371,9 @@ async fn open(
     // The last part of the wait is kept to probe the addresses, so that even an address that
     // drops every packet is classified before the deadline.
     let attempts_end = deadline - probe_time(wait);
-    let mut connector = Client::connector().with_session_timeout(options.session_timeout);
-    for (scheme, credentials) in &options.auth {
-        connector = connector.with_auth(scheme, credentials);
-    }
-    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
-    if let Some(sasl) = &options.sasl {
-        if dial.is_some() && sasl.names_service_by_dialed_host() {
-            return Err(Error::AuthFailed {
-                connect: shown.to_string(),
-                mechanism: sasl.mechanism(),
-                reason: "following the ensemble (ConnectOptions::follow_ensemble) dials a loopback \
-                         relay, whose address names no server's Kerberos principal: set \
-                         SaslConfig::service_host to the host part of the servers' principal"
-                    .to_string(),
-            });
-        }
-        let hosts = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
-        connector =
-            super::sasl::preflight(sasl, hosts, shown, attempts_end, wait).await?.with_sasl(connector);
-    }
-    #[cfg(feature = "tls")]
-    let secure = match &options.tls {
-        Some(_) if dial.is_some() => {
-            return Err(Error::Tls {
-                reason: "following the ensemble (ConnectOptions::follow_ensemble) relays the \
-                         connections, which would stand between the client and the server's \
-                         certificate: turn one of the two off"
-                    .to_string(),
-            })
-        }
-        Some(tls) => {
-            super::tls::check_server_names(servers)?;
-            connector = connector.with_tls(tls.client_options());
-            true
-        }
-        None => false,
-    };
+    let (connector, secure) = connector(servers, dial, options, shown, attempts_end, wait).await?;
+    #[cfg(not(feature = "tls"))]
+    let _ = secure;
     let addresses = match tokio::time::timeout_at(attempts_end, resolve_any(servers, shown)).await {
         Ok(addresses) => addresses?,
         Err(_) => {
@@ -477,6 +443,61 @@ async fn open(
         waited: started.elapsed(),
         source: last.into(),
     })
+}
+
+/// The client crate's connector for `options`: credentials, SASL (checked before any server is
+/// asked, up to `attempts_end`) and TLS, and whether to connect on the secure port. `dial` is
+/// the relay's address of a session that follows the ensemble, which neither TLS nor a Kerberos
+/// principal named after the dialed host can go through.
+#[cfg_attr(not(any(feature = "sasl-digest-md5", feature = "sasl-gssapi")), allow(unused_variables))]
+async fn connector(
+    servers: &str,
+    dial: Option<&str>,
+    options: &ConnectOptions,
+    shown: &str,
+    attempts_end: tokio::time::Instant,
+    wait: Duration,
+) -> Result<(zookeeper_client::Connector, bool)> {
+    let mut connector = Client::connector().with_session_timeout(options.session_timeout);
+    for (scheme, credentials) in &options.auth {
+        connector = connector.with_auth(scheme, credentials);
+    }
+    #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
+    if let Some(sasl) = &options.sasl {
+        if dial.is_some() && sasl.names_service_by_dialed_host() {
+            return Err(Error::AuthFailed {
+                connect: shown.to_string(),
+                mechanism: sasl.mechanism(),
+                reason: "following the ensemble (ConnectOptions::follow_ensemble) dials a loopback \
+                         relay, whose address names no server's Kerberos principal: set \
+                         SaslConfig::service_host to the host part of the servers' principal"
+                    .to_string(),
+            });
+        }
+        let hosts = servers.split(',').filter_map(host_port).map(|(host, _)| host).collect();
+        connector =
+            super::sasl::preflight(sasl, hosts, shown, attempts_end, wait).await?.with_sasl(connector);
+    }
+    #[cfg(feature = "tls")]
+    let secure = match &options.tls {
+        Some(_) if dial.is_some() => {
+            return Err(Error::Tls {
+                reason: "following the ensemble (ConnectOptions::follow_ensemble) relays the \
+                         connections, which would stand between the client and the server's \
+                         certificate: turn one of the two off"
+                    .to_string(),
+            })
+        }
+        Some(tls) => {
+            super::tls::check_server_names(servers)?;
+            connector = connector.with_tls(tls.client_options());
+            true
+        }
+        None => false,
+    };
+    #[cfg(not(feature = "tls"))]
+    let secure = false;
+    Ok((connector, secure))
 }
 
 /// The pause before asking the client crate again after its own deadline passed.
