@@ -285,6 +285,18 @@ async fn reconfig(admin: &Client, add: Option<String>, remove: Option<u64>) {
     .await
 }
 
+/// Starts `n` new servers and adds each to the ensemble by `reconfig` (`admin`'s), one at a
+/// time; returns their indexes.
+async fn add_members(zk: &mut ZkCluster, admin: &Client, n: usize) -> Vec<usize> {
+    let mut added = Vec::new();
+    for _ in 0..n {
+        let i = zk.add_member().await.expect("start a new server");
+        reconfig(admin, Some(zk.member_spec(i).unwrap()), None).await;
+        added.push(i);
+    }
+    added
+}
+
 /// The client addresses of nodes `nodes`, as a connect string.
 fn connect_of(zk: &ZkCluster, nodes: impl IntoIterator<Item = usize>) -> String {
     nodes.into_iter().map(|i| zk.client_addr(i).unwrap().to_string()).collect::<Vec<_>>().join(",")
@@ -308,12 +320,7 @@ async fn a_following_session_keeps_its_lock_while_reconfig_replaces_every_server
     let id = common::raw(&holder).session_id().0;
     let mut events = holder.events();
 
-    let mut added = Vec::new();
-    for _ in 0..3 {
-        let i = zk.add_member().await.expect("start a new server");
-        reconfig(&admin, Some(zk.member_spec(i).unwrap()), None).await;
-        added.push(i);
-    }
+    let added = add_members(&mut zk, &admin, 3).await;
     common::eventually("the holder follows the six servers", || async { holder.servers().len() == 6 }).await;
     let admin = common::client(&connect_of(&zk, added.clone())).await;
     for i in 0..3 {
@@ -368,10 +375,7 @@ async fn a_reconfig_that_loses_the_quorum_suspends_and_is_never_held_past_the_wi
     let admin = common::client(&originals).await;
     let work = Workload::new();
     let (guard, waiting) = work.start(&holder, &waiter, &admin).await;
-    for _ in 0..2 {
-        let i = zk.add_member().await.expect("start a new server");
-        reconfig(&admin, Some(zk.member_spec(i).unwrap()), None).await;
-    }
+    add_members(&mut zk, &admin, 2).await;
     common::eventually("the holder follows the five servers", || async { holder.servers().len() == 5 }).await;
     let mut events = holder.events();
 
