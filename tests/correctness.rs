@@ -623,21 +623,11 @@ async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
     let path = "/c/deleted-together";
     let (h, w) = (common::session(&zk.connect_string()).await, common::session(&zk.connect_string()).await);
     for round in 0..10 {
-        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-        let waiter = InterProcessMutex::new(&w, path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        // The waiter watches the holder's node once it has sent everything it sends.
-        let holder_node = holder.node_path().to_string();
-        common::until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
+        let common::queued::Behind { holder, holder_node, waiter, waiting } =
+            common::queued::behind_a_holder(&zk, (&h, &w), path).await;
         let queue = waiter.participants().await.unwrap();
         assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
-        let mut both = admin.new_multi_writer();
-        both.add_delete(&format!("{path}/{}", queue[1].node), None).unwrap();
-        both.add_delete(&holder_node, None).unwrap();
-        both.commit().await.unwrap();
+        common::queued::delete_together(&admin, &format!("{path}/{}", queue[1].node), &holder_node).await;
         let outcome = within("the waiter", waiting).await.unwrap();
         assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
         assert!(!waiter.is_held_by_this_handle(), "round {round}");
