@@ -22,7 +22,7 @@ use zk_recipes::zookeeper_client::Client;
 use zk_recipes::{
     Error, InterProcessMutex, InterProcessSemaphore, LockGuard, LockOptions, LockStatus, Session,
 };
-use zk_testcluster::ZkCluster;
+use zk_testcluster::{FaultProxy, ZkCluster};
 
 /// The guess is really taken on these tests' paths: after an acquire on a fresh path, the
 /// holder's session has no data watch on its node (the listing's child watch on the parent
@@ -65,10 +65,8 @@ async fn without_the_own_node_watch_a_fresh_path_holder_watches_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
     let holder_session = session(&zk.connect_string()).await;
-    let waiter_session = session(&proxy.connect_string()).await;
-    learn_fresh_paths(&waiter_session, "/rev-c").await;
+    let (proxy, waiter_session) = guessing_behind_a_proxy(&zk, "/rev-c").await;
     for round in 0..10 {
         let path = format!("/rev-c/o{round}");
         enters_on_the_notification_alone(&zk, &proxy, (&holder_session, &waiter_session), &path, round).await;
@@ -84,11 +82,9 @@ async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_alone() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
     let holder_session = session(&zk.connect_string()).await;
     let behind_session = session(&zk.connect_string()).await;
-    let waiter_session = session(&proxy.connect_string()).await;
-    learn_fresh_paths(&waiter_session, "/rev-n").await;
+    let (proxy, waiter_session) = guessing_behind_a_proxy(&zk, "/rev-n").await;
     for round in 0..10 {
         let path = format!("/rev-n/o{round}");
         let Behind { holder, waiter, waiting, .. } =
@@ -113,6 +109,14 @@ async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_
         take_fresh(&waiter_session, &format!("/rev-n/keep{round}")).await;
     }
     close_all([holder_session, behind_session, waiter_session]).await;
+}
+
+/// A session connected through a proxy of its own, taught to guess fresh paths under `base`.
+async fn guessing_behind_a_proxy(zk: &ZkCluster, base: &str) -> (FaultProxy, Session) {
+    let proxy = zk.proxy().expect("a proxy");
+    let s = session(&proxy.connect_string()).await;
+    learn_fresh_paths(&s, base).await;
+    (proxy, s)
 }
 
 /// An admin client and three sessions (a holder's, a waiter's, and one behind it).
@@ -351,10 +355,8 @@ async fn an_acquire_dropped_anywhere_on_a_fresh_path_leaves_no_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_holder_hears_its_node_deleted_while_disconnected() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
-    let s = session(&proxy.connect_string()).await;
+    let (proxy, s) = guessing_behind_a_proxy(&zk, "/rev-k").await;
     let admin = client(&zk.connect_string()).await;
-    learn_fresh_paths(&s, "/rev-k").await;
     let guard = InterProcessMutex::new(&s, "/rev-k/o1").unwrap().acquire().await.unwrap();
     assert!(!has_data_watch(&zk, guard.node_path(), raw(&s).session_id().0).await, "the holder guessed");
     proxy.blackhole();
