@@ -89,7 +89,8 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     let long = bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
     assert!(
         long < short + short / 4,
-        "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows with the queue"
+        "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows \
+         with the queue"
     );
     // Issue 38: an acquire's future keeps room for its largest state for as long as its waiter
     // waits. Its states that are not the wait (verifying the root, a try's admission, leaving

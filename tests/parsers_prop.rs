@@ -165,7 +165,9 @@ proptest! {
     /// A name in a scheme's grammar parses back to its sequence and marker, is detected as its
     /// format, and is nobody else's recipe.
     #[test]
-    fn a_valid_name_parses_back((scheme, (name, seq, marker)) in scheme().prop_flat_map(|(_, s)| (Just(s), valid_name(s)))) {
+    fn a_valid_name_parses_back(
+        (scheme, (name, seq, marker)) in scheme().prop_flat_map(|(_, s)| (Just(s), valid_name(s)))
+    ) {
         prop_assert_eq!(scheme.parse(&name), Some((seq, marker)), "{}", name);
         prop_assert_eq!(__fuzz::detect(&name), Some(scheme.format()), "{}", name);
         prop_assert_eq!(scheme.other_recipe(&name), None, "{}", name);

@@ -293,7 +293,8 @@ fn start_prometheus(prometheus: &Path, dir: &Path, target: &str) -> (Process, St
         format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {rules}\n\
-             scrape_configs:\n  - job_name: zk-recipes-example\n    static_configs:\n      - targets: [\"{target}\"]\n",
+             scrape_configs:\n  - job_name: zk-recipes-example\n    static_configs:\n      - targets: \
+             [\"{target}\"]\n",
             rules = rules.display()
         ),
     )
@@ -418,7 +419,8 @@ async fn every_dashboard_query_and_alert_returns_series_from_a_real_scrape() {
         if !pending.is_empty() {
             assert!(
                 started.elapsed() < DEADLINE,
-                "after {:?}, {} of {total} queries still return no sample with a number:\n{}\nexample output:\n{}",
+                "after {:?}, {} of {total} queries still return no sample with a number:\n{}\n\
+                 example output:\n{}",
                 started.elapsed(),
                 pending.len(),
                 pending.iter().map(|(w, e)| format!("  {w}: {e}")).collect::<Vec<_>>().join("\n"),

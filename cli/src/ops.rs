@@ -165,7 +165,8 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
         // The first change is the observer's first read (even when nobody leads).
         tokio::select! {
             changed = leader.changed() => if changed.is_err() {
-                return Err(Failure::new(exit::UNAVAILABLE, format!("stopped observing {path}: the session closed")));
+                let closed = format!("stopped observing {path}: the session closed");
+                return Err(Failure::new(exit::UNAVAILABLE, closed));
             },
             _ = interrupt.recv() => return Ok(0),
             _ = terminate.recv() => return Ok(0),
