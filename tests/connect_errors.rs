@@ -1,8 +1,8 @@
 //! Connecting fails with an error that says why, naming the addresses and what to check:
-//! a host name that can't be resolved (`Error::Resolve`, issue 15, item 7); nothing listening,
+//! a host name that can't be resolved (`Error::Resolve`); nothing listening,
 //! something that is not a ZooKeeper client port, nothing answering (`Error::Connect` with its
-//! `ConnectFailure`, issue 24, item 4); a session timeout ZooKeeper cannot be asked for, and
-//! the one the server granted instead of the one asked for (issue 24, item 5).
+//! `ConnectFailure`); a session timeout ZooKeeper cannot be asked for, and
+//! the one the server granted instead of the one asked for.
 
 mod common;
 

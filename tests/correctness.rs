@@ -1,4 +1,4 @@
-//! Recipe correctness (issue 15): each test names the promise it backs, and each failed on the
+//! Recipe correctness: each test names the promise it backs, and each failed on the
 //! code before the fix.
 
 mod common;
@@ -201,8 +201,7 @@ async fn a_downgrade_with_nobody_queued_lets_readers_in() {
 /// while the downgrade's read node is still on its way (requests held back): the read is then
 /// made in the next session, after our write node went and another writer took the lock. The
 /// downgrade must fail with `LockLost` and keep no read, not hand back a read beside that
-/// writer (found by the 30-minute chaos soak: a downgraded reader whose write was refused by
-/// fencing and who was never told).
+/// writer (a downgraded reader whose writes fencing refuses, and who is never told).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downgrade_whose_session_expires_first_fails_and_keeps_no_read() {
     let zk = common::standalone().await;
@@ -291,7 +290,7 @@ async fn the_semaphore_maximum_is_checked_on_every_acquire() {
 /// Claim: `acquire_timeout` and `try_acquire` return by their deadline whatever the
 /// connection does; cleanup of a half-created node goes on in the background and is not lost.
 /// (No wall-clock assertion: they must return while the session is merely suspended, long
-/// before the client could declare it expired, which the old code waited for.)
+/// before the client could declare it expired; they do not wait for that.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_acquires_return_by_their_deadline_while_the_connection_is_down() {
     let zk = common::standalone().await;

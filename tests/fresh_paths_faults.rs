@@ -1,18 +1,18 @@
-//! The fresh-path join under faults and races (a review's tests): the parent's create, ours and
+//! The fresh-path join under faults and races: the parent's create, ours and
 //! the listing back to back, and the listing's child watch on the fresh parent standing in for
 //! the data watch on our node, in sessions whose parent hint is set. The promises of the
 //! own-node watch, of a waiter that enters on its predecessor's deletion alone, of mutual
 //! exclusion and of cancel safety; and the loss counts.
 //!
-//! Three of these failed on the first version of the change, each fixed since:
-//! * `a_waiter_on_a_fresh_path_enters_on_the_notification_alone`: the head's deletion also fired
-//!   the waiter's child watch, and the waiter read its node before it entered (a round trip per
-//!   handoff). A waiter now sets the data watch, as on any path;
+//! Three of them guard against what a join that lets a child watch stand in gets wrong easily:
+//! * `a_waiter_on_a_fresh_path_enters_on_the_notification_alone`: the head's deletion also
+//!   fires the waiter's child watch; a waiter that read its node then, before it entered, would
+//!   pay a round trip per handoff. A waiter sets the data watch, as on any path;
 //! * `closing_the_session_of_a_fresh_path_holder_counts_a_close_not_a_deletion`: the child watch
-//!   reports a close's delete as a change, whose read found the node gone and counted
-//!   `node_deleted`;
-//! * `a_hold_lost_to_its_sessions_close_is_counted_once` (older than the change): two threads
-//!   could both count one loss (`Monitor::lose`).
+//!   reports a close's delete as a change, whose read finds the node gone: counted as
+//!   `node_deleted`, it would name the wrong cause;
+//! * `a_hold_lost_to_its_sessions_close_is_counted_once` (on any path): two threads see the one
+//!   loss (`Monitor::lose`), and only one may count it.
 
 mod common;
 
@@ -435,11 +435,11 @@ async fn closing_the_session_of_a_fresh_path_holder_counts_a_close_not_a_deletio
     assert!(causes.get("session_closed").copied().unwrap_or(0) >= ROUNDS, "{causes:?}");
 }
 
-/// Not the fresh path's doing (found while counting the above): a hold lost by its session's
-/// close is counted once. The own-node job (our node's deletion, on the session's driver) and
-/// the session's listener (`Closed`, on the supervisor) both call `Monitor::lose`, which counts
-/// when the status is not `Lost` yet and then sets it: two threads may both count. Here on an
-/// existing path (the data watch), in a session that never guesses.
+/// Not the fresh path's doing, but counted the same way as the above: a hold lost by its
+/// session's close is counted once. The own-node job (our node's deletion, on the session's
+/// driver) and the session's listener (`Closed`, on the supervisor) both call `Monitor::lose`;
+/// only the call that moves the status to `Lost` counts. Here on an existing path (the data
+/// watch), in a session that never guesses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_lost_to_its_sessions_close_is_counted_once() {
     snapshotter();

@@ -1,4 +1,4 @@
-//! The parsers of foreign input, property-tested on the real grammars (issue 36, item 4): node
+//! The parsers of foreign input, property-tested on the real grammars: node
 //! names as Curator (`_c_<36-char uuid>-lock-<%010d>`, `-latch-`, `-__READ__`, `-__WRIT__`),
 //! kazoo (`<32 hex>__lock__<%010d>`, `__rlock__`) and we (the same, plus `-w<n>-lease-`) write
 //! them, with sequence numbers near the signed wrap; off-by-one variants of each (short and long

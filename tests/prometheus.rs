@@ -1,4 +1,4 @@
-//! Metrics end to end (issue 37, item 8): the dashboard (`ops/grafana-dashboard.json`) and the
+//! Metrics end to end: the dashboard (`ops/grafana-dashboard.json`) and the
 //! alert rules (`ops/alerts.yml`) against a real Prometheus scraping a real workload.
 //!
 //! Prometheus is Debian's package, unpacked by `scripts/ensure-prometheus` (no service) and run
