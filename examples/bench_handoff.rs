@@ -6,8 +6,9 @@
 //! ```
 //!
 //! For N in {2, 8, 32}, N contenders (each with its own `Session`; the `LockClient` peer uses
-//! that session's raw client) loop acquire → release on one lock for a fixed time. Peers alternate, and the whole order repeats ROUNDS times. It prints
-//! handoffs/s and server packets per handoff (from `mntr`) for each run, then the means.
+//! that session's raw client) loop acquire → release on one lock for a fixed time. Peers
+//! alternate, and the whole order repeats ROUNDS times. It prints handoffs/s and server packets
+//! per handoff (from `mntr`) for each run, then the means.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

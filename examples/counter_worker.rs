@@ -2,7 +2,8 @@
 //! built from one `Session`.
 //!
 //! ```text
-//! cargo run --example counter_worker -- CONNECT LOCK_PATH COUNTER_PATH ROUNDS OCCUPANCY_FILE [EVENTS_FILE [FORMAT [ID]]]
+//! cargo run --example counter_worker -- \
+//!     CONNECT LOCK_PATH COUNTER_PATH ROUNDS OCCUPANCY_FILE [EVENTS_FILE [FORMAT [ID]]]
 //! ```
 //!
 //! Each round it takes the lock, checks that no other process is inside (an O_EXCL occupancy
@@ -28,7 +29,10 @@ fn append(path: Option<&String>, line: &str) -> std::io::Result<()> {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.len() < 5 {
-        eprintln!("usage: counter_worker CONNECT LOCK_PATH COUNTER_PATH ROUNDS OCCUPANCY_FILE [EVENTS_FILE [FORMAT [ID]]]");
+        eprintln!(
+            "usage: counter_worker CONNECT LOCK_PATH COUNTER_PATH ROUNDS OCCUPANCY_FILE \
+             [EVENTS_FILE [FORMAT [ID]]]"
+        );
         std::process::exit(2);
     }
     let (connect, lock_path, counter, rounds, occupancy) =

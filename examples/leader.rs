@@ -10,8 +10,8 @@
 //! process (its session then times out) hands leadership over; each line says who leads and
 //! with which fencing token. The latch is built from a self-healing `Session`: if this process's
 //! session expires (a long pause, a partition), leadership is lost and the latch rejoins on a
-//! new session by itself, at the back of the queue. Options: `--id NAME`, `--session-timeout-ms N` (default 4000),
-//! `--path PATH` (default `/zk-recipes-demo/leader`).
+//! new session by itself, at the back of the queue. Options: `--id NAME`,
+//! `--session-timeout-ms N` (default 4000), `--path PATH` (default `/zk-recipes-demo/leader`).
 
 use std::time::Duration;
 

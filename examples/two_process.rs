@@ -229,7 +229,10 @@ async fn narrate() -> Result<bool, Error> {
     let (tx, rx) = mpsc::channel();
     let mut ok = true;
 
-    println!("\nPhase 1: no lock. Two processes sell from a stock of {STOCK}, read-modify-write with a {WINDOW:?} window.");
+    println!(
+        "\nPhase 1: no lock. Two processes sell from a stock of {STOCK}, read-modify-write with a \
+         {WINDOW:?} window."
+    );
     set_stock(&admin, STOCK).await?;
     let sold = sell_phase(&connect, "sell-unlocked", &rx, &tx)?;
     let left = read_stock(&admin).await?;

@@ -448,7 +448,8 @@ impl<'a> FencedWriter<'a> {
     /// use zk_recipes::zookeeper_client::{Acls, CreateMode};
     /// let mut write = guard.fenced_writer()?;
     /// // A sequential node only its creator may touch (with digest credentials on the session).
-    /// write.add_create("/jobs/job-", b"queued", &CreateMode::PersistentSequential.with_acls(Acls::creator_all()))?;
+    /// let only_mine = CreateMode::PersistentSequential.with_acls(Acls::creator_all());
+    /// write.add_create("/jobs/job-", b"queued", &only_mine)?;
     /// write.commit().await?;
     /// # Ok(()) }
     /// ```

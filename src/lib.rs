@@ -36,12 +36,14 @@
 //! |---|---|---|
 //! | [`InterProcessMutex`] | `InterProcessMutex` | one holder; reentrant through [`LockGuard::reenter`] |
 //! | [`InterProcessSemaphoreMutex`] | `InterProcessSemaphoreMutex` | one holder, not reentrant |
-//! | [`InterProcessReadWriteLock`] | `InterProcessReadWriteLock` | many readers or one writer, writer-preferring, downgrade |
+//! | [`InterProcessReadWriteLock`] | `InterProcessReadWriteLock` | many readers or one writer (1) |
 //! | [`InterProcessSemaphore`] | `InterProcessSemaphoreV2` | up to N leases, weighted, FIFO |
 //! | [`InterProcessMultiLock`] | `InterProcessMultiLock` | all of several [`Lock`]s, or none |
 //! | [`LeaderLatch`] | `LeaderLatch` | the first in line leads |
 //! | [`LeaderSelector`] | `LeaderSelector` | runs your task while you lead |
 //! | [`request_revocation`] | `Revoker` | asks a holder to let go |
+//!
+//! (1) Writer-preferring, and a writer may downgrade to a reader.
 //!
 //! The exclusive locks share the [`Lock`] trait (Curator's `InterProcessLock`), with
 //! [`LockExt::with_lock`]. Node names follow Curator's, so these recipes share paths with

@@ -8,15 +8,18 @@
 //!
 //! | metric | kind | labels |
 //! |---|---|---|
-//! | `zk_recipes_acquires_total` | counter | recipe, role, outcome = `acquired` / `busy` / `timeout` / `cancelled` / `error` |
+//! | `zk_recipes_acquires_total` | counter | recipe, role, outcome (below) |
 //! | `zk_recipes_acquire_wait_seconds` | histogram | recipe, role |
 //! | `zk_recipes_hold_seconds` | histogram | recipe, role |
-//! | `zk_recipes_holds_lost_total` | counter | recipe, role, cause = `session_expired` / `node_deleted` / `session_closed` / `max_hold` |
+//! | `zk_recipes_holds_lost_total` | counter | recipe, role, cause (below) |
 //! | `zk_recipes_holds_near_limit_total` | counter | recipe, role (a hold passed 4/5 of its `max_hold`) |
 //! | `zk_recipes_queue_length_at_join` | histogram | recipe, role |
 //! | `zk_recipes_session_transitions_total` | counter | state |
 //! | `zk_recipes_session_connected` | gauge (0/1) | |
 //! | `zk_recipes_session_generation` | gauge | |
+//!
+//! An acquire's `outcome` is `acquired`, `busy`, `timeout`, `cancelled` or `error`; a lost
+//! hold's `cause` is `session_expired`, `node_deleted`, `session_closed` or `max_hold`.
 
 use std::sync::Arc;
 use std::time::Duration;

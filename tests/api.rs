@@ -1,4 +1,4 @@
-//! The API where a Curator user reaches first (issue 24, item 6): every handle is a cheap
+//! The API where a Curator user reaches first: every handle is a cheap
 //! `Clone + Debug + Send + Sync`, a leadership task may fail with `?`, `with_lock` hands over the
 //! guard, fenced writes name the path that failed, the semaphore follows tokio's names, and both
 //! leader recipes take their participant id through their options. Each test failed (or did not

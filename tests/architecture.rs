@@ -457,7 +457,8 @@ fn the_architecture_map_names_only_paths_that_exist() {
 #[test]
 fn the_reader_finds_paths_in_code_only() {
     let code = code_of(
-        "use crate::a::{b, c::d, self};\n// crate::comment::x\nlet s = \"crate::string\";\nlet c = '{';\nfn f<'a>() { super::e::f(); }\n#[cfg(test)]\nmod tests { use crate::test_only; }",
+        "use crate::a::{b, c::d, self};\n// crate::comment::x\nlet s = \"crate::string\";\n\
+         let c = '{';\nfn f<'a>() { super::e::f(); }\n#[cfg(test)]\nmod tests { use crate::test_only; }",
     );
     let paths: Vec<String> = paths_in(&code).iter().map(|p| p.join("::")).collect();
     assert_eq!(paths, ["crate::a::b", "crate::a::c", "crate::a", "super::e::f"]);

@@ -1,4 +1,4 @@
-//! Recipe correctness (issue 15): each test names the promise it backs, and each failed on the
+//! Recipe correctness: each test names the promise it backs, and each failed on the
 //! code before the fix.
 
 mod common;
@@ -201,8 +201,7 @@ async fn a_downgrade_with_nobody_queued_lets_readers_in() {
 /// while the downgrade's read node is still on its way (requests held back): the read is then
 /// made in the next session, after our write node went and another writer took the lock. The
 /// downgrade must fail with `LockLost` and keep no read, not hand back a read beside that
-/// writer (found by the 30-minute chaos soak: a downgraded reader whose write was refused by
-/// fencing and who was never told).
+/// writer (a downgraded reader whose writes fencing refuses, and who is never told).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_downgrade_whose_session_expires_first_fails_and_keeps_no_read() {
     let zk = common::standalone().await;
@@ -291,7 +290,7 @@ async fn the_semaphore_maximum_is_checked_on_every_acquire() {
 /// Claim: `acquire_timeout` and `try_acquire` return by their deadline whatever the
 /// connection does; cleanup of a half-created node goes on in the background and is not lost.
 /// (No wall-clock assertion: they must return while the session is merely suspended, long
-/// before the client could declare it expired, which the old code waited for.)
+/// before the client could declare it expired; they do not wait for that.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_acquires_return_by_their_deadline_while_the_connection_is_down() {
     let zk = common::standalone().await;
@@ -623,21 +622,11 @@ async fn a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter() {
     let path = "/c/deleted-together";
     let (h, w) = (common::session(&zk.connect_string()).await, common::session(&zk.connect_string()).await);
     for round in 0..10 {
-        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-        let waiter = InterProcessMutex::new(&w, path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        // The waiter watches the holder's node once it has sent everything it sends.
-        let holder_node = holder.node_path().to_string();
-        common::until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
+        let common::queued::Behind { holder, holder_node, waiter, waiting } =
+            common::queued::behind_a_holder(&zk, (&h, &w), path).await;
         let queue = waiter.participants().await.unwrap();
         assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
-        let mut both = admin.new_multi_writer();
-        both.add_delete(&format!("{path}/{}", queue[1].node), None).unwrap();
-        both.add_delete(&holder_node, None).unwrap();
-        both.commit().await.unwrap();
+        common::queued::delete_together(&admin, &format!("{path}/{}", queue[1].node), &holder_node).await;
         let outcome = within("the waiter", waiting).await.unwrap();
         assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
         assert!(!waiter.is_held_by_this_handle(), "round {round}");

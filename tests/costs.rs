@@ -240,7 +240,7 @@ async fn a_semaphores_first_waiter_waits_on_one_child_watch_and_keeps_it_once_ad
     let mut waiter = Waiter::leases(semaphore, 1);
     waiter.queued().await;
     let used = packets(&zk).await - before;
-    // Slack for four pings of the seven idle sessions (the old code's 24 stays above it).
+    // Slack for four pings of the seven idle sessions (a join that costs 24 stays above it).
     assert!((10..=14 + 8).contains(&used), "{used} packets from the waiter's join to its wait");
 
     sync_session(waiter_session).await;

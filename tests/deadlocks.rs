@@ -1,4 +1,4 @@
-//! `zk_recipes::inspect` (issue 37, item 6) against real ZooKeeper: deadlocks between real
+//! `zk_recipes::inspect` against real ZooKeeper: deadlocks between real
 //! sessions (and between two kazoo processes) are found, with their paths, nodes, sessions and
 //! participant ids; queues that only wait (a long queue, a chain, a semaphore holder free to
 //! leave) report none; and inspecting never changes the tree.
@@ -333,7 +333,7 @@ async fn sessions_with_one_owner_label_are_one_party() {
     }
 }
 
-/// Issue 51: a node with a party line stays readable by kazoo: `Lock.contenders()` decodes
+/// A node with a party line stays readable by kazoo: `Lock.contenders()` decodes
 /// our node's data as text whose first line is our id.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kazoo_reads_a_node_with_a_party_line() {

@@ -1,4 +1,4 @@
-//! Ensembles that change under a live session (issue 47): a server back at a new address under
+//! Ensembles that change under a live session: a server back at a new address under
 //! the same name, every server replaced by `reconfig`, a `reconfig` after which the quorum is
 //! lost. Each runs with a holder and a waiter live, and checks the chaos checker's properties:
 //! no overlap, fenced writes accepted in token order, no node left, replicas converged

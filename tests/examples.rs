@@ -18,9 +18,9 @@ fn stock_segments_sells_exactly_the_stock_both_ways() {
     assert!(stdout.contains("no oversell, every segment ended at 0"), "{stdout}");
 }
 
-// `cargo run --example session_recovery` (issue 14: a latch and a mutex waiter heal across a
-// partition of 3x the session timeout) and `cargo run --example metrics` (issue 17: the
-// Prometheus endpoint shows the workload).
+// `cargo run --example session_recovery` (a latch and a mutex waiter heal across a partition
+// of 3x the session timeout) and `cargo run --example metrics` (the Prometheus endpoint shows
+// the workload).
 
 #[test]
 fn the_metrics_example_serves_the_workload_on_its_endpoint() {

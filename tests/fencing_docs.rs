@@ -54,7 +54,10 @@ fn the_doc_shows_the_modules_statements_and_scripts_verbatim() {
         for block in blocks(lang) {
             match constants.iter().find(|(_, text)| *text == block) {
                 Some((name, _)) => shown.push(*name),
-                None => panic!("docs/fencing.md shows a ```{lang} block that is no constant of examples/fencing:\n{block}"),
+                None => panic!(
+                    "docs/fencing.md shows a ```{lang} block that is no constant of \
+                     examples/fencing:\n{block}"
+                ),
             }
         }
     }

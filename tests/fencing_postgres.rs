@@ -4,20 +4,21 @@
 mod common;
 #[path = "../examples/fencing/mod.rs"]
 mod fencing;
+#[path = "common/fencing.rs"]
+mod shared;
 
 use std::sync::Arc;
 
 use common::*;
 use fencing::postgres::{self as pg, OrderOutcome};
-use fencing::{FenceError, StaleToken, StockOutcome};
+use fencing::{FenceError, StockOutcome};
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 use zk_recipes::InterProcessMutex;
 use zk_testcluster::{PostgresConfig, PostgresServer};
 
 async fn server() -> PostgresServer {
-    init_tracing();
-    within("PostgreSQL to start", PostgresServer::start()).await.expect("start PostgreSQL")
+    shared::started("PostgreSQL", PostgresServer::start()).await
 }
 
 async fn connected(server: &PostgresServer) -> Client {
@@ -29,13 +30,7 @@ async fn connected(server: &PostgresServer) -> Client {
 /// The refusal `r` must be: stale, for `token`, with `highest`.
 #[track_caller]
 fn assert_stale<T: std::fmt::Debug>(r: Result<T, FenceError>, lock_path: &str, token: i64, highest: i64) {
-    match r {
-        Err(FenceError::Stale(s)) => assert_eq!(
-            s,
-            StaleToken { resource: "postgres", lock_path: lock_path.to_string(), token, highest }
-        ),
-        other => panic!("expected StaleToken for token {token} (highest {highest}), got {other:?}"),
-    }
+    shared::assert_stale("postgres", r, lock_path, token, highest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -75,16 +70,8 @@ async fn accepts_the_current_token_refuses_an_older_one_and_an_equal_one_passes(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_lock_paths_have_separate_fences() {
     let server = server().await;
-    let c = connected(&server).await;
-    pg::register(&c, "/locks/a", 1000).await.unwrap();
-    // A low token of another lock path is never compared with /locks/a's fence.
-    pg::register(&c, "/locks/b", 5).await.unwrap();
-    pg::write_set(&c, "/locks/b", 5, "b", &[5]).await.unwrap();
-    pg::write_set(&c, "/locks/a", 1000, "a", &[1000]).await.unwrap();
-    assert_stale(pg::write_set(&c, "/locks/a", 999, "a", &[999]).await, "/locks/a", 999, 1000);
-    pg::write_set(&c, "/locks/b", 6, "b", &[6]).await.unwrap();
-    assert_eq!(pg::read_set(&c, "a").await.unwrap(), vec![1000]);
-    assert_eq!(pg::read_set(&c, "b").await.unwrap(), vec![6]);
+    let mut c = connected(&server).await;
+    shared::two_lock_paths_have_separate_fences(&mut c).await;
     let fences: Vec<(String, i64)> = c
         .query("SELECT lock_path, token FROM fences ORDER BY lock_path", &[])
         .await
@@ -95,81 +82,31 @@ async fn two_lock_paths_have_separate_fences() {
     assert_eq!(fences, vec![("/locks/a".to_string(), 1000), ("/locks/b".to_string(), 6)]);
 }
 
-/// Holder A (token 10) read the set and is about to write when it stalls; holder B (token 20)
-/// takes over. Without registering before its read, B reads, A's late write lands (its token
-/// is still the fence), and B's write, based on a read without A's element, erases it: A's
-/// acknowledged add is lost. Registering first, A's write is refused and nothing is lost.
-/// The interleaving is made by hand, step by step.
+/// `shared::registering_before_reading_prevents_the_lost_update`: the lost update without
+/// registering before the read, none with it; the interleaving made by hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registering_before_reading_prevents_the_lost_update() {
     let server = server().await;
-    let (a, b) = (connected(&server).await, connected(&server).await);
-    for (discipline, lock, key) in [(false, "/locks/late", "late"), (true, "/locks/first", "first")] {
-        pg::write_set_unfenced(&a, key, &[]).await.unwrap();
-        // A holds, registers, reads.
-        pg::register(&a, lock, 10).await.unwrap();
-        let a_read = pg::read_set(&a, key).await.unwrap();
-        // A stalls; its lock is lost; B holds with token 20.
-        if discipline {
-            pg::register(&b, lock, 20).await.unwrap();
-        }
-        let b_read = pg::read_set(&b, key).await.unwrap();
-        // A's late write, between B's read and B's write.
-        let a_write = pg::write_set(&a, lock, 10, key, &[a_read, vec![1]].concat()).await;
-        pg::write_set(&b, lock, 20, key, &[b_read, vec![2]].concat()).await.unwrap();
-        let acknowledged: Vec<i64> = if a_write.is_ok() { vec![1, 2] } else { vec![2] };
-        let final_set = pg::read_set(&b, key).await.unwrap();
-        let lost: Vec<i64> = acknowledged.iter().copied().filter(|e| !final_set.contains(e)).collect();
-        if discipline {
-            assert_stale(a_write, lock, 10, 20);
-            assert!(lost.is_empty(), "registered first, nothing may be lost: {final_set:?}");
-        } else {
-            assert!(a_write.is_ok(), "without registering, A's write passes the fence");
-            assert_eq!(lost, vec![1], "without registering first, A's acknowledged add is lost");
-        }
-    }
+    let (mut a, mut b) = (connected(&server).await, connected(&server).await);
+    shared::registering_before_reading_prevents_the_lost_update(&mut a, &mut b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_writers_with_shuffled_tokens_end_on_the_highest() {
     let server = server().await;
-    let admin = connected(&server).await;
+    let mut admin = connected(&server).await;
     let mut rng = Rng(seed());
     const WRITERS: i64 = 24;
     for round in 0..3 {
         let (lock, key) = (format!("/locks/race{round}"), format!("race{round}"));
-        let mut tokens: Vec<i64> = (1..=WRITERS).map(|t| t * 1000 + round).collect();
-        for i in (1..tokens.len()).rev() {
-            tokens.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let start = Arc::new(tokio::sync::Barrier::new(tokens.len()));
-        let mut tasks = Vec::new();
-        for token in tokens.clone() {
-            let c = pg::connect(&server.connect_params()).await.unwrap();
-            let (start, lock, key) = (start.clone(), lock.clone(), key.clone());
-            tasks.push(tokio::spawn(async move {
-                start.wait().await;
-                (token, pg::write_set(&c, &lock, token, &key, &[token]).await)
-            }));
-        }
-        let mut refused = 0;
-        for task in tasks {
-            let (token, result) = within("a writer", task).await.unwrap();
-            match result {
-                Ok(()) => {}
-                Err(FenceError::Stale(s)) => {
-                    assert_eq!(
-                        (s.resource, s.lock_path.as_str(), s.token),
-                        ("postgres", lock.as_str(), token)
-                    );
-                    assert!(s.highest > token, "refused {token} with highest {}", s.highest);
-                    refused += 1;
-                }
-                Err(e) => panic!("writer {token}: {e}"),
-            }
+        let tokens: Vec<i64> = (1..=WRITERS).map(|t| t * 1000 + round).collect();
+        let mut writers = Vec::new();
+        for _ in &tokens {
+            writers.push(pg::connect(&server.connect_params()).await.unwrap());
         }
         let highest = *tokens.iter().max().unwrap();
-        assert_eq!(pg::read_set(&admin, &key).await.unwrap(), vec![highest], "round {round}");
+        let refused =
+            shared::race_shuffled_tokens(&mut rng, tokens, writers, (&lock, &key), &mut admin).await;
         let fence: i64 =
             admin.query_one("SELECT token FROM fences WHERE lock_path = $1", &[&lock]).await.unwrap().get(0);
         assert_eq!(fence, highest);
@@ -223,28 +160,27 @@ async fn stock_never_goes_below_zero_and_each_user_orders_once() {
     assert_eq!(bobs, 1);
 }
 
-/// End to end: A holds the lock in session 1 and registers; session 1 ends (closed: its node is
-/// deleted, as on an expiry); B takes the lock in session 2, registers, writes; A's late write,
-/// with its old token, is refused.
+/// End to end (`shared::a_holder_whose_session_ended_and_the_next`): A holds the lock in
+/// session 1, registers and writes; session 1 ends; B takes the lock in session 2, registers,
+/// writes; A's late write, with its old token, is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_whose_session_ended_is_refused_after_the_next_holder_wrote() {
     let zk = standalone().await;
     let server = server().await;
     let c = connected(&server).await;
     let lock = "/locks/fenced-pg";
-    let s1 = session(&zk.connect_string()).await;
-    let a = InterProcessMutex::new(&s1, lock).unwrap().acquire().await.unwrap();
-    let token_a = a.fencing_token_i64();
-    assert_eq!(token_a as u64, a.fencing_token(), "the token fits a bigint unchanged");
-    pg::register(&c, lock, token_a).await.unwrap();
-    pg::write_set(&c, lock, token_a, "acct", &[1]).await.unwrap();
-    s1.close().await;
-    within("A's hold to be lost", a.lost()).await;
-
-    let s2 = session(&zk.connect_string()).await;
-    let b = within("B's acquire", InterProcessMutex::new(&s2, lock).unwrap().acquire()).await.unwrap();
+    let (token_a, b) = shared::a_holder_whose_session_ended_and_the_next(
+        &zk.connect_string(),
+        lock,
+        async |a: &zk_recipes::LockGuard| {
+            let token_a = a.fencing_token_i64();
+            assert_eq!(token_a as u64, a.fencing_token(), "the token fits a bigint unchanged");
+            pg::register(&c, lock, token_a).await.unwrap();
+            pg::write_set(&c, lock, token_a, "acct", &[1]).await.unwrap();
+        },
+    )
+    .await;
     let token_b = b.fencing_token_i64();
-    assert!(token_b > token_a, "tokens increase across holders: {token_a} then {token_b}");
     pg::register(&c, lock, token_b).await.unwrap();
     let read = pg::read_set(&c, "acct").await.unwrap();
     pg::write_set(&c, lock, token_b, "acct", &[read, vec![2]].concat()).await.unwrap();
@@ -321,14 +257,7 @@ async fn a_stopped_server_gives_a_typed_error_naming_its_address() {
     // A new connection: refused, naming the resource and the address.
     let err =
         within("a connect to a stopped server", pg::connect(&server.connect_params())).await.unwrap_err();
-    match &err {
-        FenceError::Connect { resource: "postgres", addr: a, .. } => assert_eq!(a, &addr),
-        other => panic!("{other:?}"),
-    }
-    let text = err.to_string();
-    assert!(text.starts_with(&format!("postgres at {addr}: ")), "{text}");
-    assert!(text.to_lowercase().contains("refused"), "{text}");
-    tracing::info!(%text, "the refusal");
+    shared::assert_refused_connect("postgres", &err, &addr);
     // Unreadable parameters: a typed error too.
     let bad = pg::connect("host=127.0.0.1 port=notaport").await.unwrap_err();
     assert!(matches!(bad, FenceError::Connect { resource: "postgres", .. }), "{bad:?}");

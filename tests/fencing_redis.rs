@@ -4,33 +4,27 @@
 mod common;
 #[path = "../examples/fencing/mod.rs"]
 mod fencing;
-
-use std::sync::Arc;
+#[path = "common/fencing.rs"]
+mod shared;
 
 use common::*;
 use fencing::redis::{self as rs};
-use fencing::{FenceError, StaleToken, StockOutcome};
+use fencing::{FenceError, StockOutcome};
 use redis::aio::MultiplexedConnection;
-use zk_recipes::InterProcessMutex;
 use zk_testcluster::RedisServer;
 
 async fn server() -> RedisServer {
-    init_tracing();
-    within("Redis to start", RedisServer::start()).await.expect("start Redis")
+    shared::started("Redis", RedisServer::start()).await
 }
 
 async fn connected(server: &RedisServer) -> MultiplexedConnection {
     rs::connect(&server.url()).await.expect("connect to Redis")
 }
 
+/// The refusal `r` must be: stale, for `token`, with `highest`.
 #[track_caller]
 fn assert_stale<T: std::fmt::Debug>(r: Result<T, FenceError>, lock_path: &str, token: i64, highest: i64) {
-    match r {
-        Err(FenceError::Stale(s)) => {
-            assert_eq!(s, StaleToken { resource: "redis", lock_path: lock_path.to_string(), token, highest })
-        }
-        other => panic!("expected StaleToken for token {token} (highest {highest}), got {other:?}"),
-    }
+    shared::assert_stale("redis", r, lock_path, token, highest)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,43 +93,16 @@ async fn tokens_above_two_to_the_53_compare_exactly() {
 async fn two_lock_paths_have_separate_fences() {
     let server = server().await;
     let mut c = connected(&server).await;
-    rs::register(&mut c, "/locks/a", 1000).await.unwrap();
-    rs::register(&mut c, "/locks/b", 5).await.unwrap();
-    rs::write_set(&mut c, "/locks/b", 5, "b", &[5]).await.unwrap();
-    rs::write_set(&mut c, "/locks/a", 1000, "a", &[1000]).await.unwrap();
-    assert_stale(rs::write_set(&mut c, "/locks/a", 999, "a", &[999]).await, "/locks/a", 999, 1000);
-    rs::write_set(&mut c, "/locks/b", 6, "b", &[6]).await.unwrap();
-    assert_eq!(rs::read_set(&mut c, "a").await.unwrap(), vec![1000]);
-    assert_eq!(rs::read_set(&mut c, "b").await.unwrap(), vec![6]);
+    shared::two_lock_paths_have_separate_fences(&mut c).await;
 }
 
-/// As `tests/fencing_postgres.rs`: the lost update without registering before the read, none
-/// with it; the interleaving made by hand.
+/// `shared::registering_before_reading_prevents_the_lost_update`: the lost update without
+/// registering before the read, none with it; the interleaving made by hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registering_before_reading_prevents_the_lost_update() {
     let server = server().await;
     let (mut a, mut b) = (connected(&server).await, connected(&server).await);
-    for (discipline, lock, key) in [(false, "/locks/late", "late"), (true, "/locks/first", "first")] {
-        rs::write_set_unfenced(&mut a, key, &[]).await.unwrap();
-        rs::register(&mut a, lock, 10).await.unwrap();
-        let a_read = rs::read_set(&mut a, key).await.unwrap();
-        if discipline {
-            rs::register(&mut b, lock, 20).await.unwrap();
-        }
-        let b_read = rs::read_set(&mut b, key).await.unwrap();
-        let a_write = rs::write_set(&mut a, lock, 10, key, &[a_read, vec![1]].concat()).await;
-        rs::write_set(&mut b, lock, 20, key, &[b_read, vec![2]].concat()).await.unwrap();
-        let acknowledged: Vec<i64> = if a_write.is_ok() { vec![1, 2] } else { vec![2] };
-        let final_set = rs::read_set(&mut b, key).await.unwrap();
-        let lost: Vec<i64> = acknowledged.iter().copied().filter(|e| !final_set.contains(e)).collect();
-        if discipline {
-            assert_stale(a_write, lock, 10, 20);
-            assert!(lost.is_empty(), "registered first, nothing may be lost: {final_set:?}");
-        } else {
-            assert!(a_write.is_ok(), "without registering, A's write passes the fence");
-            assert_eq!(lost, vec![1], "without registering first, A's acknowledged add is lost");
-        }
-    }
+    shared::registering_before_reading_prevents_the_lost_update(&mut a, &mut b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,33 +116,12 @@ async fn racing_writers_with_shuffled_tokens_end_on_the_highest() {
         let (lock, key) = (format!("/locks/race{round}"), format!("race{round}"));
         // Round 2 races tokens around 2^53, where a double would confuse neighbours.
         let base = if round == 2 { big - WRITERS / 2 } else { 0 };
-        let mut tokens: Vec<i64> = (1..=WRITERS).map(|t| base + t).collect();
-        for i in (1..tokens.len()).rev() {
-            tokens.swap(i, rng.below(i as u64 + 1) as usize);
+        let tokens: Vec<i64> = (1..=WRITERS).map(|t| base + t).collect();
+        let mut writers = Vec::new();
+        for _ in &tokens {
+            writers.push(connected(&server).await);
         }
-        let start = Arc::new(tokio::sync::Barrier::new(tokens.len()));
-        let mut tasks = Vec::new();
-        for token in tokens.clone() {
-            let mut c = connected(&server).await;
-            let (start, lock, key) = (start.clone(), lock.clone(), key.clone());
-            tasks.push(tokio::spawn(async move {
-                start.wait().await;
-                (token, rs::write_set(&mut c, &lock, token, &key, &[token]).await)
-            }));
-        }
-        for task in tasks {
-            let (token, result) = within("a writer", task).await.unwrap();
-            match result {
-                Ok(()) => {}
-                Err(FenceError::Stale(s)) => {
-                    assert_eq!((s.resource, s.lock_path.as_str(), s.token), ("redis", lock.as_str(), token));
-                    assert!(s.highest > token, "refused {token} with highest {}", s.highest);
-                }
-                Err(e) => panic!("writer {token}: {e}"),
-            }
-        }
-        let highest = *tokens.iter().max().unwrap();
-        assert_eq!(rs::read_set(&mut admin, &key).await.unwrap(), vec![highest], "round {round}");
+        shared::race_shuffled_tokens(&mut rng, tokens, writers, (&lock, &key), &mut admin).await;
     }
 }
 
@@ -210,8 +156,8 @@ async fn stock_never_goes_below_zero() {
     assert_eq!(rs::stock(&mut admin, "widget").await.unwrap(), 0);
 }
 
-/// End to end, as in `tests/fencing_postgres.rs`: A's session ends, B takes the lock, registers
-/// and writes; A's late writes with its old token are refused.
+/// End to end (`shared::a_holder_whose_session_ended_and_the_next`): A's session ends, B
+/// takes the lock, registers and writes; A's late writes with its old token are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_whose_session_ended_is_refused_after_the_next_holder_wrote() {
     let zk = standalone().await;
@@ -219,17 +165,13 @@ async fn a_holder_whose_session_ended_is_refused_after_the_next_holder_wrote() {
     let mut c = connected(&server).await;
     let lock = "/locks/fenced-redis";
     rs::set_stock(&mut c, "widget", 10).await.unwrap();
-    let s1 = session(&zk.connect_string()).await;
-    let a = InterProcessMutex::new(&s1, lock).unwrap().acquire().await.unwrap();
-    let token_a = a.fencing_token_i64();
-    rs::register(&mut c, lock, token_a).await.unwrap();
-    s1.close().await;
-    within("A's hold to be lost", a.lost()).await;
-
-    let s2 = session(&zk.connect_string()).await;
-    let b = within("B's acquire", InterProcessMutex::new(&s2, lock).unwrap().acquire()).await.unwrap();
+    let (token_a, b) = shared::a_holder_whose_session_ended_and_the_next(
+        &zk.connect_string(),
+        lock,
+        async |a: &zk_recipes::LockGuard| rs::register(&mut c, lock, a.fencing_token_i64()).await.unwrap(),
+    )
+    .await;
     let token_b = b.fencing_token_i64();
-    assert!(token_b > token_a, "tokens increase across holders: {token_a} then {token_b}");
     rs::register(&mut c, lock, token_b).await.unwrap();
     assert_eq!(
         rs::decrement_stock(&mut c, lock, token_b, "widget").await.unwrap(),
@@ -320,14 +262,7 @@ async fn a_stopped_server_gives_a_typed_error_naming_its_address() {
     let write = within("a write to a stopped server", rs::write_set(&mut c, "/l", 1, "k", &[1])).await;
     assert!(matches!(write, Err(FenceError::Redis(_))), "{write:?}");
     let err = within("a connect to a stopped server", rs::connect(&server.url())).await.unwrap_err();
-    match &err {
-        FenceError::Connect { resource: "redis", addr: a, .. } => assert_eq!(a, &addr),
-        other => panic!("{other:?}"),
-    }
-    let text = err.to_string();
-    assert!(text.starts_with(&format!("redis at {addr}: ")), "{text}");
-    assert!(text.to_lowercase().contains("refused"), "{text}");
-    tracing::info!(%text, "the refusal");
+    shared::assert_refused_connect("redis", &err, &addr);
     let bad = rs::connect("not a url").await.unwrap_err();
     assert!(matches!(bad, FenceError::Connect { resource: "redis", .. }), "{bad:?}");
 }

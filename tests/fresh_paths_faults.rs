@@ -1,23 +1,28 @@
-//! The fresh-path join under faults and races (a review's tests): the parent's create, ours and
+//! The fresh-path join under faults and races: the parent's create, ours and
 //! the listing back to back, and the listing's child watch on the fresh parent standing in for
 //! the data watch on our node, in sessions whose parent hint is set. The promises of the
 //! own-node watch, of a waiter that enters on its predecessor's deletion alone, of mutual
 //! exclusion and of cancel safety; and the loss counts.
 //!
-//! Three of these failed on the first version of the change, each fixed since:
-//! * `a_waiter_on_a_fresh_path_enters_on_the_notification_alone`: the head's deletion also fired
-//!   the waiter's child watch, and the waiter read its node before it entered (a round trip per
-//!   handoff). A waiter now sets the data watch, as on any path;
+//! Three of them guard against what a join that lets a child watch stand in gets wrong easily:
+//! * `a_waiter_on_a_fresh_path_enters_on_the_notification_alone`: the head's deletion also
+//!   fires the waiter's child watch; a waiter that read its node then, before it entered, would
+//!   pay a round trip per handoff. A waiter sets the data watch, as on any path;
 //! * `closing_the_session_of_a_fresh_path_holder_counts_a_close_not_a_deletion`: the child watch
-//!   reports a close's delete as a change, whose read found the node gone and counted
-//!   `node_deleted`;
-//! * `a_hold_lost_to_its_sessions_close_is_counted_once` (older than the change): two threads
-//!   could both count one loss (`Monitor::lose`).
+//!   reports a close's delete as a change, whose read finds the node gone: counted as
+//!   `node_deleted`, it would name the wrong cause;
+//! * `a_hold_lost_to_its_sessions_close_is_counted_once` (on any path): two threads see the one
+//!   loss (`Monitor::lose`), and only one may count it.
 
 mod common;
 
+use common::queued::*;
 use common::*;
-use zk_recipes::{Error, InterProcessMutex, InterProcessSemaphore, LockOptions, LockStatus};
+use zk_recipes::zookeeper_client::Client;
+use zk_recipes::{
+    Error, InterProcessMutex, InterProcessSemaphore, LockGuard, LockOptions, LockStatus, Session,
+};
+use zk_testcluster::{FaultProxy, ZkCluster};
 
 /// The guess is really taken on these tests' paths: after an acquire on a fresh path, the
 /// holder's session has no data watch on its node (the listing's child watch on the parent
@@ -60,22 +65,13 @@ async fn without_the_own_node_watch_a_fresh_path_holder_watches_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
     let holder_session = session(&zk.connect_string()).await;
-    let waiter_session = session(&proxy.connect_string()).await;
-    learn_fresh_paths(&waiter_session, "/rev-c").await;
+    let (proxy, waiter_session) = guessing_behind_a_proxy(&zk, "/rev-c").await;
     for round in 0..10 {
         let path = format!("/rev-c/o{round}");
         enters_on_the_notification_alone(&zk, &proxy, (&holder_session, &waiter_session), &path, round).await;
         // Keeps the hint up: the waiter's guess above met an existing parent.
-        InterProcessMutex::new(&waiter_session, &format!("/rev-c/keep{round}"))
-            .unwrap()
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        take_fresh(&waiter_session, &format!("/rev-c/keep{round}")).await;
     }
     holder_session.close().await;
     waiter_session.close().await;
@@ -86,31 +82,19 @@ async fn a_waiter_on_a_fresh_path_enters_on_the_notification_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_alone() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
     let holder_session = session(&zk.connect_string()).await;
     let behind_session = session(&zk.connect_string()).await;
-    let waiter_session = session(&proxy.connect_string()).await;
-    learn_fresh_paths(&waiter_session, "/rev-n").await;
+    let (proxy, waiter_session) = guessing_behind_a_proxy(&zk, "/rev-n").await;
     for round in 0..10 {
         let path = format!("/rev-n/o{round}");
-        let holder = InterProcessMutex::new(&holder_session, &path).unwrap().acquire().await.unwrap();
-        let holder_node = holder.node_path().to_string();
-        let waiter = InterProcessMutex::new(&waiter_session, &path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
+        let Behind { holder, waiter, waiting, .. } =
+            behind_a_holder(&zk, (&holder_session, &waiter_session), &path).await;
         let mut behind = Waiter::lock(InterProcessMutex::new(&behind_session, &path).unwrap(), None);
         behind.queued().await;
         let queue = waiter.participants().await.unwrap();
         let waiter_node = format!("{path}/{}", queue[1].node);
         let id = raw(&waiter_session).session_id().0;
-        eventually("the waiter's data watch on its node", || {
-            let (zk, node) = (&zk, waiter_node.clone());
-            async move { has_data_watch(zk, &node, id).await }
-        })
-        .await;
+        until_data_watch(&zk, "the waiter's data watch on its node", &waiter_node, id).await;
         proxy.hold_requests();
         holder.release().await.unwrap();
         let entered = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await;
@@ -122,16 +106,42 @@ async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_
         guard.release().await.unwrap();
         behind.guard().await.release().await.unwrap();
         waiter.settled().await;
-        InterProcessMutex::new(&waiter_session, &format!("/rev-n/keep{round}"))
-            .unwrap()
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        take_fresh(&waiter_session, &format!("/rev-n/keep{round}")).await;
     }
-    for s in [holder_session, behind_session, waiter_session] {
+    close_all([holder_session, behind_session, waiter_session]).await;
+}
+
+/// A session connected through a proxy of its own, taught to guess fresh paths under `base`.
+async fn guessing_behind_a_proxy(zk: &ZkCluster, base: &str) -> (FaultProxy, Session) {
+    let proxy = zk.proxy().expect("a proxy");
+    let s = session(&proxy.connect_string()).await;
+    learn_fresh_paths(&s, base).await;
+    (proxy, s)
+}
+
+/// An admin client and three sessions (a holder's, a waiter's, and one behind it).
+async fn admin_and_sessions(zk: &ZkCluster) -> (Client, [Session; 3]) {
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    (admin, [session(&connect).await, session(&connect).await, session(&connect).await])
+}
+
+/// A holder of `path` in `h`, and a waiter in `w` queued behind it.
+async fn holder_and_waiter((h, w): (&Session, &Session), path: &str) -> (LockGuard, Waiter) {
+    let holder = InterProcessMutex::new(h, path).unwrap().acquire().await.unwrap();
+    let mut waiter = Waiter::lock(InterProcessMutex::new(w, path).unwrap(), None);
+    waiter.queued().await;
+    (holder, waiter)
+}
+
+/// The waiter's acquire ends: it was told its node was deleted.
+async fn told_deleted(waiter: &mut Waiter) {
+    let outcome = waiter.result().await;
+    assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
+}
+
+async fn close_all<const N: usize>(sessions: [Session; N]) {
+    for s in sessions {
         s.close().await;
     }
 }
@@ -142,18 +152,11 @@ async fn a_fresh_path_waiter_with_a_contender_behind_enters_on_the_notification_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_on_a_fresh_path_whose_node_was_deleted_does_not_enter() {
     let zk = standalone().await;
-    let admin = client(&zk.connect_string()).await;
-    let (h, w, t) = (
-        session(&zk.connect_string()).await,
-        session(&zk.connect_string()).await,
-        session(&zk.connect_string()).await,
-    );
+    let (admin, [h, w, t]) = admin_and_sessions(&zk).await;
     learn_fresh_paths(&w, "/rev-d").await;
     learn_fresh_paths(&t, "/rev-d2").await;
     let path = "/rev-d/o1";
-    let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-    let mut waiter = Waiter::lock(InterProcessMutex::new(&w, path).unwrap(), None);
-    waiter.queued().await;
+    let (holder, mut waiter) = holder_and_waiter((&h, &w), path).await;
     let queue = InterProcessMutex::new(&h, path).unwrap().participants().await.unwrap();
     let waiter_node = format!("{path}/{}", queue[1].node);
     assert!(
@@ -161,8 +164,7 @@ async fn a_waiter_on_a_fresh_path_whose_node_was_deleted_does_not_enter() {
         "a waiter watches its node's data"
     );
     admin.delete(&format!("{path}/{}", queue[1].node), None).await.unwrap();
-    let outcome = waiter.result().await;
-    assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
+    told_deleted(&mut waiter).await;
     let mut behind = Waiter::lock(InterProcessMutex::new(&t, path).unwrap(), None);
     behind.queued().await;
     holder.release().await.unwrap();
@@ -170,9 +172,7 @@ async fn a_waiter_on_a_fresh_path_whose_node_was_deleted_does_not_enter() {
     assert_eq!(next.current_status(), LockStatus::Held);
     next.release().await.unwrap();
     assert!(children(&admin, path).await.is_empty());
-    for s in [h, w, t] {
-        s.close().await;
-    }
+    close_all([h, w, t]).await;
 }
 
 /// As above, with a contender joining behind the waiter first (its create fires the waiter's
@@ -180,39 +180,24 @@ async fn a_waiter_on_a_fresh_path_whose_node_was_deleted_does_not_enter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_whose_child_watch_fired_still_hears_its_deletion() {
     let zk = standalone().await;
-    let admin = client(&zk.connect_string()).await;
-    let (h, w, t) = (
-        session(&zk.connect_string()).await,
-        session(&zk.connect_string()).await,
-        session(&zk.connect_string()).await,
-    );
+    let (admin, [h, w, t]) = admin_and_sessions(&zk).await;
     learn_fresh_paths(&w, "/rev-e").await;
     let path = "/rev-e/o1";
-    let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-    let mut waiter = Waiter::lock(InterProcessMutex::new(&w, path).unwrap(), None);
-    waiter.queued().await;
+    let (holder, mut waiter) = holder_and_waiter((&h, &w), path).await;
     let mut behind = Waiter::lock(InterProcessMutex::new(&t, path).unwrap(), None);
     behind.queued().await;
     let queue = InterProcessMutex::new(&h, path).unwrap().participants().await.unwrap();
     assert_eq!(queue.len(), 3);
     let waiter_node = format!("{path}/{}", queue[1].node);
     // The waiter's child watch fired with the join behind it: it now watches its node's data.
-    let id = raw(&w).session_id().0;
-    eventually("the waiter's data watch on its node", || {
-        let (zk, node) = (&zk, waiter_node.clone());
-        async move { has_data_watch(zk, &node, id).await }
-    })
-    .await;
+    until_data_watch(&zk, "the waiter's data watch on its node", &waiter_node, raw(&w).session_id().0).await;
     admin.delete(&waiter_node, None).await.unwrap();
-    let outcome = waiter.result().await;
-    assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "{outcome:?}");
+    told_deleted(&mut waiter).await;
     holder.release().await.unwrap();
     let next = behind.guard().await;
     next.release().await.unwrap();
     assert!(children(&admin, path).await.is_empty());
-    for s in [h, w, t] {
-        s.close().await;
-    }
+    close_all([h, w, t]).await;
 }
 
 /// correctness.rs's `a_waiter_whose_node_goes_with_the_node_ahead_does_not_enter` on fresh
@@ -220,49 +205,7 @@ async fn a_fresh_path_waiter_whose_child_watch_fired_still_hears_its_deletion() 
 /// watch fires for ours before the head's deletion is told: the waiter must not enter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_whose_node_goes_with_the_head_does_not_enter() {
-    let zk = standalone().await;
-    let admin = client(&zk.connect_string()).await;
-    let (h, w) = (session(&zk.connect_string()).await, session(&zk.connect_string()).await);
-    learn_fresh_paths(&w, "/rev-f").await;
-    for round in 0..10 {
-        let path = format!("/rev-f/o{round}");
-        let holder = InterProcessMutex::new(&h, &path).unwrap().acquire().await.unwrap();
-        let waiter = InterProcessMutex::new(&w, &path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        let holder_node = holder.node_path().to_string();
-        until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
-        let queue = waiter.participants().await.unwrap();
-        assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
-        let waiter_node = format!("{path}/{}", queue[1].node);
-        assert!(
-            has_data_watch(&zk, &waiter_node, raw(&w).session_id().0).await,
-            "round {round}: a waiter watches its node's data"
-        );
-        let mut both = admin.new_multi_writer();
-        both.add_delete(&format!("{path}/{}", queue[1].node), None).unwrap();
-        both.add_delete(&holder_node, None).unwrap();
-        both.commit().await.unwrap();
-        let outcome = within("the waiter", waiting).await.unwrap();
-        assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
-        assert!(!waiter.is_held_by_this_handle(), "round {round}");
-        let _ = holder.release().await;
-        waiter.settled().await;
-        assert!(children(&admin, &path).await.is_empty(), "round {round}");
-        // Keeps the hint up (the guess above met an existing parent).
-        InterProcessMutex::new(&w, &format!("/rev-f/keep{round}"))
-            .unwrap()
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
-    }
-    h.close().await;
-    w.close().await;
+    deleted_with_the_head("/rev-f", Order::WaiterFirst).await;
 }
 
 /// The other order: the head's node first, then the waiter's, in one transaction. The waiter
@@ -270,44 +213,54 @@ async fn a_fresh_path_waiter_whose_node_goes_with_the_head_does_not_enter() {
 /// turn `Lost` at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_waiter_whose_node_goes_just_after_the_head_never_holds_unknowingly() {
+    deleted_with_the_head("/rev-g", Order::HeadFirst).await;
+}
+
+/// Which of the two nodes a transaction deletes first.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    WaiterFirst,
+    HeadFirst,
+}
+
+/// Ten rounds under `base` of a waiter on a fresh path behind the head, both of their nodes
+/// deleted in one transaction in `order`, and what the waiter must make of it.
+async fn deleted_with_the_head(base: &str, order: Order) {
     let zk = standalone().await;
     let admin = client(&zk.connect_string()).await;
     let (h, w) = (session(&zk.connect_string()).await, session(&zk.connect_string()).await);
-    learn_fresh_paths(&w, "/rev-g").await;
+    learn_fresh_paths(&w, base).await;
     for round in 0..10 {
-        let path = format!("/rev-g/o{round}");
-        let holder = InterProcessMutex::new(&h, &path).unwrap().acquire().await.unwrap();
-        let waiter = InterProcessMutex::new(&w, &path).unwrap();
-        let waiting = tokio::spawn({
-            let waiter = waiter.clone();
-            async move { waiter.acquire().await }
-        });
-        let holder_node = holder.node_path().to_string();
-        until_watched(&zk, "the waiter to watch the holder's node", &holder_node).await;
+        let path = format!("{base}/o{round}");
+        let Behind { holder, holder_node, waiter, waiting } = behind_a_holder(&zk, (&h, &w), &path).await;
         let queue = waiter.participants().await.unwrap();
-        let mut both = admin.new_multi_writer();
-        both.add_delete(&holder_node, None).unwrap();
-        both.add_delete(&format!("{path}/{}", queue[1].node), None).unwrap();
-        both.commit().await.unwrap();
-        match within("the waiter", waiting).await.unwrap() {
-            Err(Error::NodeDeleted { .. }) => {}
-            Ok(guard) => {
-                within("the hold is lost", guard.lost()).await;
-                assert_eq!(guard.current_status(), LockStatus::Lost, "round {round}");
+        let waiter_node = format!("{path}/{}", queue[1].node);
+        if order == Order::WaiterFirst {
+            assert_eq!(queue.len(), 2, "round {round}: {queue:?}");
+            assert!(
+                has_data_watch(&zk, &waiter_node, raw(&w).session_id().0).await,
+                "round {round}: a waiter watches its node's data"
+            );
+            delete_together(&admin, &waiter_node, &holder_node).await;
+            let outcome = within("the waiter", waiting).await.unwrap();
+            assert!(matches!(outcome, Err(Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
+            assert!(!waiter.is_held_by_this_handle(), "round {round}");
+        } else {
+            delete_together(&admin, &holder_node, &waiter_node).await;
+            match within("the waiter", waiting).await.unwrap() {
+                Err(Error::NodeDeleted { .. }) => {}
+                Ok(guard) => {
+                    within("the hold is lost", guard.lost()).await;
+                    assert_eq!(guard.current_status(), LockStatus::Lost, "round {round}");
+                }
+                other => panic!("round {round}: {other:?}"),
             }
-            other => panic!("round {round}: {other:?}"),
         }
         let _ = holder.release().await;
         waiter.settled().await;
         assert!(children(&admin, &path).await.is_empty(), "round {round}");
-        InterProcessMutex::new(&w, &format!("/rev-g/keep{round}"))
-            .unwrap()
-            .acquire()
-            .await
-            .unwrap()
-            .release()
-            .await
-            .unwrap();
+        // Keeps the hint up (the guess above met an existing lock path).
+        take_fresh(&w, &format!("{base}/keep{round}")).await;
     }
     h.close().await;
     w.close().await;
@@ -402,10 +355,8 @@ async fn an_acquire_dropped_anywhere_on_a_fresh_path_leaves_no_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_path_holder_hears_its_node_deleted_while_disconnected() {
     let zk = standalone().await;
-    let proxy = zk.proxy().expect("a proxy");
-    let s = session(&proxy.connect_string()).await;
+    let (proxy, s) = guessing_behind_a_proxy(&zk, "/rev-k").await;
     let admin = client(&zk.connect_string()).await;
-    learn_fresh_paths(&s, "/rev-k").await;
     let guard = InterProcessMutex::new(&s, "/rev-k/o1").unwrap().acquire().await.unwrap();
     assert!(!has_data_watch(&zk, guard.node_path(), raw(&s).session_id().0).await, "the holder guessed");
     proxy.blackhole();
@@ -484,11 +435,11 @@ async fn closing_the_session_of_a_fresh_path_holder_counts_a_close_not_a_deletio
     assert!(causes.get("session_closed").copied().unwrap_or(0) >= ROUNDS, "{causes:?}");
 }
 
-/// Not the fresh path's doing (found while counting the above): a hold lost by its session's
-/// close is counted once. The own-node job (our node's deletion, on the session's driver) and
-/// the session's listener (`Closed`, on the supervisor) both call `Monitor::lose`, which counts
-/// when the status is not `Lost` yet and then sets it: two threads may both count. Here on an
-/// existing path (the data watch), in a session that never guesses.
+/// Not the fresh path's doing, but counted the same way as the above: a hold lost by its
+/// session's close is counted once. The own-node job (our node's deletion, on the session's
+/// driver) and the session's listener (`Closed`, on the supervisor) both call `Monitor::lose`;
+/// only the call that moves the status to `Lost` counts. Here on an existing path (the data
+/// watch), in a session that never guesses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_lost_to_its_sessions_close_is_counted_once() {
     snapshotter();

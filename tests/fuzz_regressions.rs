@@ -1,4 +1,4 @@
-//! What the fuzz targets found, replayed in `cargo test` (issue 36, item 4): every crashing
+//! What the fuzz targets found, replayed in `cargo test`: every crashing
 //! input, written here literally, through the same checks the targets run (`fuzz/src/lib.rs`,
 //! included as a module), and every seed of the targets' corpora (`fuzz/corpus/<target>/`).
 //!

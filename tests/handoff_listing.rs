@@ -1,4 +1,4 @@
-//! Issue 38 item 3: moving up the queue without listing it. A holder admitted at the head leaves
+//! Moving up the queue without listing it. A holder admitted at the head leaves
 //! a tombstone in the transaction that deletes its node, and the waiter behind it, which watches
 //! that tombstone's name, enters on the deletion alone: a clean handoff lists nothing, whatever
 //! the queue's length. Any other departure (a waiter giving up, a session closed, a revocation

@@ -1,12 +1,13 @@
 //! A create whose answer a lost connection took with it, while the leader still had it in
 //! flight, must be found when we look for it from another server, not made a second time.
 //!
-//! The case the third chaos soak found (a 33 s read/write-lock stall): during a disk stall on a
-//! majority, a worker's create reached the leader, its connection dropped, and the worker
-//! reconnected to a follower that had not committed the create yet. Its listing showed no node
-//! of ours, so it created again; the first create then committed. Our own live session held a
-//! node that no hold owned, ahead of every writer, until the session ended. Looking with a
-//! `sync` first (`find_ours`) makes the listing wait for every write the leader took in before.
+//! How it happens: during a disk stall on a majority, a worker's create reaches the leader, its
+//! connection drops, and the worker reconnects to a follower that has not committed the create
+//! yet. Its listing shows no node of ours, so it would create again; the first create then
+//! commits, and our own live session holds a node that no hold owns, ahead of every writer,
+//! until the session ends (a 33 s read/write-lock stall in a chaos run: docs/safety.md). Looking
+//! with a `sync` first (`find_ours`) makes the listing wait for every write the leader took in
+//! before.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Lock delay (issue 27, item 2): with `LockOptions::lock_delay(d)`, a waiter that saw the node
+//! Lock delay: with `LockOptions::lock_delay(d)`, a waiter that saw the node
 //! ahead of it vanish without a clean release (its session expired, the hold limit passed, a
 //! Curator holder's plain delete) waits `d` more before its acquire returns, keeping its place
 //! at the head; after a clean release (a marker written in the transaction that deletes the

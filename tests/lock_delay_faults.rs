@@ -1,5 +1,5 @@
-//! The lock delay under faults and at its edges (a review of issue 27 item 2 found each of
-//! these broken; each test failed before its fix): a waiter that gives up during its delay, a
+//! The lock delay under faults and at its edges (each test failed before its fix): a waiter
+//! that gives up during its delay, a
 //! holder that vanishes while the waiter watches another, two clean releases at once, a close
 //! or an expiry during the delay (without the own-node watch), ACLs without WRITE, and
 //! durations too long to add to an instant.

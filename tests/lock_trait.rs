@@ -1,4 +1,4 @@
-//! The common lock trait (issue 17): object-safe, implemented by every exclusive lock, mixed
+//! The common lock trait: object-safe, implemented by every exclusive lock, mixed
 //! freely in a multi-lock, and `with_lock` releases on every exit path.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Hold limits (issue 27, item 1): `LockOptions::max_hold` and the leader options' ends a hold
+//! Hold limits: `LockOptions::max_hold` and the leader options' ends a hold
 //! as if lost once it passes: status `Lost`, `lost()` resolves, the node deleted (the next
 //! waiter enters), counted as a loss with cause `max_hold`; it never keeps a hold alive past
 //! its session. This binary installs its own metrics recorder (process-wide): each test counts
@@ -228,9 +228,9 @@ impl Drop for InTerm {
     }
 }
 
-/// The soak's finding: at a selector term's limit, the next leader began while the old
-/// leader's task still ran. The selector must stop its task (aborted here: the body never
-/// returns, nor heeds `stopped()`), and await its end, before its node goes.
+/// At a selector term's limit, the next leader must not begin while the old leader's task still
+/// runs: the selector stops its task (aborted here: the body never returns, nor heeds
+/// `stopped()`), and awaits its end, before its node goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_selector_term_at_its_limit_stops_its_task_before_the_next_leader_begins() {
     snapshotter();

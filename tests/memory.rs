@@ -70,10 +70,10 @@ async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> 
     (queued - before) / n as isize
 }
 
-/// Issue 18: a waiter used to keep the listing it queued from (and the queue parsed from it)
-/// for as long as it waited; `n` waiters in one process then held memory in n², 100 KB per
-/// waiter with 1,024 waiters in the bench's scale scenario. A waiter now keeps only what it
-/// watches, so its cost does not depend on how long the queue is.
+/// A waiter keeps only what it watches, not the listing it queued from (nor the queue parsed
+/// from it): kept for as long as it waits, those would make `n` waiters in one process hold
+/// memory in n² (100 KB per waiter with 1,024 waiters in the bench's scale scenario). So a
+/// waiter's cost does not depend on how long the queue is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     const SHORT: usize = 100;
@@ -89,9 +89,10 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     let long = bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
     assert!(
         long < short + short / 4,
-        "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows with the queue"
+        "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows \
+         with the queue"
     );
-    // Issue 38: an acquire's future keeps room for its largest state for as long as its waiter
+    // An acquire's future keeps room for its largest state for as long as its waiter
     // waits. Its states that are not the wait (verifying the root, a try's admission, leaving
     // after a timeout or an error) are boxed while they run, and the deadline's wrapper keeps
     // the future it wraps once, not twice: 6.2 KB a waiter here (its task, its handle, its

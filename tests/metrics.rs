@@ -1,4 +1,4 @@
-//! Metrics (issue 17): a recorder installed by the application sees counts that match the work
+//! Metrics: a recorder installed by the application sees counts that match the work
 //! done, labelled by recipe and role, never by path. One test in this binary: the recorder is
 //! process-wide.
 

@@ -1,8 +1,7 @@
-//! Herd-freedom: one release wakes one waiter (the next in line, which enters: issue 28 had the
-//! one behind it watch the node two ahead as well, so that it could enter on its predecessor's
-//! deletion alone; since issue 38 it watches its predecessor's tombstone instead, which only a
-//! release at the head creates, and is not woken), and the server's work per handoff does not
-//! grow with the number of waiters.
+//! Herd-freedom: one release wakes one waiter (the next in line, which enters; the one behind
+//! it watches its predecessor's tombstone, so that it can enter on its predecessor's deletion
+//! alone, and only a release at the head creates a tombstone: it is not woken), and the
+//! server's work per handoff does not grow with the number of waiters.
 
 mod common;
 
@@ -198,7 +197,7 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
     // At N=2 a waiter's predecessor is always the head: its deletion admits the waiter without
     // a listing (a watch on the waiter's own node, set while it queued, says it is still there).
     assert!(at2.relistings < 0.1, "N=2 re-listed: {at2:?}");
-    // Issue 38: at every N, each waiter's predecessor leaves a tombstone (it was admitted at the
+    // At every N, each waiter's predecessor leaves a tombstone (it was admitted at the
     // head), so no waiter lists after its join.
     for cost in [&at8, &at32] {
         assert!(cost.relistings < 0.1, "re-listed: {cost:?}");
@@ -217,7 +216,7 @@ async fn packets_per_handoff_stay_flat_as_waiters_grow() {
     // notification (3 packets); beyond N=2 a waiter also watches its predecessor's tombstone
     // (its request, reply and notification: 3 packets per entry behind a head that left,
     // `behind_head`), which spares it the listing a look-ahead watch on the node two ahead used
-    // to cost (issue 38). Nothing else may grow.
+    // to cost. Nothing else may grow.
     let expected_gap = 2.0 * at32.relistings + 3.0 * (1.0 - at2.wakeups) + 3.0 * at32.behind_head;
     assert!(
         at32.packets <= at2.packets + expected_gap + 0.5,
@@ -238,7 +237,7 @@ async fn a_revocable_waiter_behind_the_head_does_not_relist() {
     assert!(at2.relistings < 0.1, "N=2 re-listed: {at2:?}");
 }
 
-/// Issue 28, a handoff in one hop at every N, and issue 38, with no listing at all: a waiter two
+/// A handoff in one hop at every N, with no listing at all: a waiter two
 /// places back watches its predecessor's tombstone besides the predecessor, so the holder's
 /// release does not wake it; its predecessor, admitted at the head, leaves the tombstone when it
 /// releases, and the waiter enters on that deletion alone.

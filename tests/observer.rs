@@ -1,4 +1,4 @@
-//! LeaderObserver (issue 27, item 4) against real ZooKeeper: it follows an election's leader
+//! LeaderObserver against real ZooKeeper: it follows an election's leader
 //! without joining, with one watch, across its session's expiry, and reads Curator's latch.
 
 mod common;

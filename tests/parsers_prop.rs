@@ -1,4 +1,4 @@
-//! The parsers of foreign input, property-tested on the real grammars (issue 36, item 4): node
+//! The parsers of foreign input, property-tested on the real grammars: node
 //! names as Curator (`_c_<36-char uuid>-lock-<%010d>`, `-latch-`, `-__READ__`, `-__WRIT__`),
 //! kazoo (`<32 hex>__lock__<%010d>`, `__rlock__`) and we (the same, plus `-w<n>-lease-`) write
 //! them, with sequence numbers near the signed wrap; off-by-one variants of each (short and long
@@ -165,7 +165,9 @@ proptest! {
     /// A name in a scheme's grammar parses back to its sequence and marker, is detected as its
     /// format, and is nobody else's recipe.
     #[test]
-    fn a_valid_name_parses_back((scheme, (name, seq, marker)) in scheme().prop_flat_map(|(_, s)| (Just(s), valid_name(s)))) {
+    fn a_valid_name_parses_back(
+        (scheme, (name, seq, marker)) in scheme().prop_flat_map(|(_, s)| (Just(s), valid_name(s)))
+    ) {
         prop_assert_eq!(scheme.parse(&name), Some((seq, marker)), "{}", name);
         prop_assert_eq!(__fuzz::detect(&name), Some(scheme.format()), "{}", name);
         prop_assert_eq!(scheme.other_recipe(&name), None, "{}", name);

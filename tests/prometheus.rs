@@ -1,4 +1,4 @@
-//! Metrics end to end (issue 37, item 8): the dashboard (`ops/grafana-dashboard.json`) and the
+//! Metrics end to end: the dashboard (`ops/grafana-dashboard.json`) and the
 //! alert rules (`ops/alerts.yml`) against a real Prometheus scraping a real workload.
 //!
 //! Prometheus is Debian's package, unpacked by `scripts/ensure-prometheus` (no service) and run
@@ -293,7 +293,8 @@ fn start_prometheus(prometheus: &Path, dir: &Path, target: &str) -> (Process, St
         format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - {rules}\n\
-             scrape_configs:\n  - job_name: zk-recipes-example\n    static_configs:\n      - targets: [\"{target}\"]\n",
+             scrape_configs:\n  - job_name: zk-recipes-example\n    static_configs:\n      - targets: \
+             [\"{target}\"]\n",
             rules = rules.display()
         ),
     )
@@ -418,7 +419,8 @@ async fn every_dashboard_query_and_alert_returns_series_from_a_real_scrape() {
         if !pending.is_empty() {
             assert!(
                 started.elapsed() < DEADLINE,
-                "after {:?}, {} of {total} queries still return no sample with a number:\n{}\nexample output:\n{}",
+                "after {:?}, {} of {total} queries still return no sample with a number:\n{}\n\
+                 example output:\n{}",
                 started.elapsed(),
                 pending.len(),
                 pending.iter().map(|(w, e)| format!("  {w}: {e}")).collect::<Vec<_>>().join("\n"),

@@ -1,4 +1,4 @@
-//! Promises the docs make that a new user found broken (issue 24): a deletion from outside is
+//! Promises the docs make that a new user tries first: a deletion from outside is
 //! noticed by every hold with default options; two recipes of different kinds never share a
 //! path; no acquire hangs after a loss or a close.
 

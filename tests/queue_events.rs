@@ -1,4 +1,4 @@
-//! Queue events (issue 27, item 3): an acquire reports its progress to a callback, in order:
+//! Queue events: an acquire reports its progress to a callback, in order:
 //! queued (how many ahead, the node it watches, the holder's participant id), moved up, queued
 //! again after an expiry, then acquired (with the fencing token) or gave up (why), and a dropped
 //! acquire reports that it was cancelled. Every wait is on an event.

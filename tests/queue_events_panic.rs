@@ -1,4 +1,4 @@
-//! A panicking queue-event callback panics its task only (issue 27, item 3). Alone in its
+//! A panicking queue-event callback panics its task only. Alone in its
 //! binary: before its fix it aborted the process (a second panic, reporting `Cancelled` from
 //! the acquire's drop while the first unwound), which would take every other test with it.
 

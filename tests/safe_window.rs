@@ -1,7 +1,7 @@
 //! The safe window (`Session::safe_until`) must never reach past the moment the ZooKeeper
 //! leader may expire the session, even when the server we talk to still answers.
 //!
-//! The case a 60-minute chaos soak found: a follower whose messages to the leader are held (a
+//! The case it guards against: a follower whose messages to the leader are held (a
 //! one-way partition between servers) keeps answering its clients' reads for `syncLimit`
 //! ticks, while the leader, which hears no touch of their sessions, expires them after one
 //! session timeout and gives their locks to others. A read's answer from that follower proves

@@ -1,4 +1,4 @@
-//! SASL DIGEST-MD5 against real servers that require it (issue 48): sessions lock, lead and
+//! SASL DIGEST-MD5 against real servers that require it: sessions lock, lead and
 //! release under `sasl:` ACLs; unauthenticated clients, wrong passwords and unknown users are
 //! refused with a typed error within the connect wait; an expired session heals with the same
 //! identity.
@@ -182,7 +182,7 @@ async fn a_reconnection_authenticates_again() {
     session.close().await;
 }
 
-/// Issue 48, item 3: an expired session is re-created with the same SASL credentials; the nodes
+/// An expired session is re-created with the same SASL credentials; the nodes
 /// of the new session carry the same identity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_sasl_session_heals_with_the_same_identity() {

@@ -1,4 +1,4 @@
-//! SASL GSSAPI (Kerberos) against a real MIT KDC and servers that require SASL (issue 48).
+//! SASL GSSAPI (Kerberos) against a real MIT KDC and servers that require SASL.
 //!
 //! Kerberos' client configuration is process-wide (`KRB5_CONFIG`, `KRB5CCNAME`,
 //! `KRB5_CLIENT_KTNAME`), so the cases run one after another in one test, each with the

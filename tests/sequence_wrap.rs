@@ -1,4 +1,4 @@
-//! Sequence-wrap ordering (issue 15, item 5): every participant on a path computes the same
+//! Sequence-wrap ordering: every participant on a path computes the same
 //! order. Hand-made nodes with wrapped sequence numbers are put on real ZooKeeper; real Curator
 //! and kazoo list them in their own order; we must list them in that same order, or refuse with
 //! `Error::SequenceWrapped` exactly where that order is not creation order.

@@ -1,4 +1,4 @@
-//! Self-healing sessions (issue 14): one `Session` outlives expiry, reports every state change,
+//! Self-healing sessions: one `Session` outlives expiry, reports every state change,
 //! and every recipe built from it carries on without the user rebuilding anything.
 //!
 //! Expiry is made for real: the session runs through the harness's `FaultProxy`, which goes
@@ -75,7 +75,7 @@ fn states(events: &[SessionStatus]) -> Vec<ConnectionState> {
     events.iter().map(|e| e.state).collect()
 }
 
-/// Issue 14: an expiry while idle shows Suspended → Lost → Connected (new generation), and a
+/// An expiry while idle shows Suspended → Lost → Connected (new generation), and a
 /// mutex built before it works afterwards, on the new session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_expires_and_heals_by_itself() {
@@ -108,7 +108,7 @@ async fn an_idle_session_expires_and_heals_by_itself() {
     assert!(children(&admin, "/s/idle").await.is_empty());
 }
 
-/// Issue 14: a waiter whose session expires while it is queued re-queues by itself, on the new
+/// A waiter whose session expires while it is queued re-queues by itself, on the new
 /// session, at the back of the queue; the user's `acquire().await` simply returns later. The
 /// old session's node is gone and never mistaken for ours.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -145,7 +145,7 @@ async fn a_queued_waiter_requeues_after_expiry_and_acquires() {
     guard.release().await.unwrap();
 }
 
-/// Issue 14: a hold belongs to the session in which it was taken. When that session expires
+/// A hold belongs to the session in which it was taken. When that session expires
 /// the hold is Lost for good, and releasing it afterwards never touches the new session's
 /// nodes (here: the same lock, taken again on the new session through another handle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +172,7 @@ async fn a_hold_is_lost_with_its_session_and_its_release_spares_the_new_one() {
     new.release().await.unwrap();
 }
 
-/// Issue 14: a latch leading when its session expires reports the loss, rejoins on the new
+/// A latch leading when its session expires reports the loss, rejoins on the new
 /// session, and leads again; `await_leadership` keeps working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leading_latch_rejoins_after_expiry() {
@@ -205,7 +205,7 @@ async fn a_leading_latch_rejoins_after_expiry() {
     latch.close().await;
 }
 
-/// Issue 14: an expiry inside a selector's leadership task ends the term as Lost, and with
+/// An expiry inside a selector's leadership task ends the term as Lost, and with
 /// auto-requeue the selector queues again on the new session and leads again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selector_with_auto_requeue_leads_again_after_expiry() {
@@ -231,7 +231,7 @@ async fn a_selector_with_auto_requeue_leads_again_after_expiry() {
     selector.close().await;
 }
 
-/// Issue 14: semaphore leases are lost like locks, and new acquires work on the new session.
+/// Semaphore leases are lost like locks, and new acquires work on the new session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_leases_are_lost_with_the_session_and_new_ones_granted() {
     let zk = common::standalone().await;
@@ -253,7 +253,7 @@ async fn semaphore_leases_are_lost_with_the_session_and_new_ones_granted() {
     both.release().await.unwrap();
 }
 
-/// Issue 14: a drop shorter than the timeout is Suspended → Reconnected on the same session
+/// A drop shorter than the timeout is Suspended → Reconnected on the same session
 /// (same generation), and a hold comes back to Held with its node intact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_drop_reconnects_the_same_session_and_holds_survive() {
@@ -275,7 +275,7 @@ async fn a_short_drop_reconnects_the_same_session_and_holds_survive() {
     guard.release().await.unwrap();
 }
 
-/// Issue 14: twenty expiries in a loop leave no growth in live tasks, server watches or open
+/// Twenty expiries in a loop leave no growth in live tasks, server watches or open
 /// connections (counted with the runtime's task count and the server's `wchs` and `cons`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_expiries_leak_no_tasks_watches_or_connections() {
@@ -321,7 +321,7 @@ async fn twenty_expiries_leak_no_tasks_watches_or_connections() {
     latch.close().await;
 }
 
-/// Issue 14: when the ensemble's leader is killed while a client is suspended, it reconnects to
+/// When the ensemble's leader is killed while a client is suspended, it reconnects to
 /// another server with the same session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ensemble_leader_kill_while_suspended_keeps_the_session() {
@@ -347,7 +347,7 @@ async fn an_ensemble_leader_kill_while_suspended_keeps_the_session() {
     guard.release().await.unwrap();
 }
 
-/// Issue 14: closing while a new session is being started ends promptly, reports Closed, and
+/// Closing while a new session is being started ends promptly, reports Closed, and
 /// leaves nothing behind; recipes then fail with `SessionClosed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_while_reconnecting_ends_and_leaves_nothing() {
@@ -459,7 +459,7 @@ fn nodelay_to(port: u16) -> Vec<bool> {
     found
 }
 
-/// Issue 18: `zookeeper-client` connects with Nagle's algorithm on, which holds a request back
+/// `zookeeper-client` connects with Nagle's algorithm on, which holds a request back
 /// until the one before it is answered, so requests sent back to back go a round trip apart.
 /// The session turns it off on its first connection, after a reconnection (a new socket) and in
 /// a new session after an expiry; `tcp_nodelay(false)` leaves it on.

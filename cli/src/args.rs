@@ -28,11 +28,24 @@ pub struct Cli {
     /// The longest connecting may take before zklock gives up (exit 69) [default: the session
     /// timeout, at least 2s; with nothing listening, a fifth less (8s of the default 10s)].
     /// `run` and `hold` also bound connecting by their --timeout.
-    #[arg(long, env = "ZKLOCK_CONNECT_TIMEOUT", value_name = "DURATION", value_parser = duration, global = true)]
+    #[arg(
+        long,
+        env = "ZKLOCK_CONNECT_TIMEOUT",
+        value_name = "DURATION",
+        value_parser = duration,
+        global = true
+    )]
     pub connect_timeout: Option<Duration>,
     /// Digest authentication, USER:PASSWORD, sent on every connection (ZooKeeper's `addauth
     /// digest`). Needed to reach nodes whose ACL admits only that user.
-    #[arg(long, env = "ZK_AUTH", hide_env_values = true, value_name = "USER:PASSWORD", value_parser = digest, global = true)]
+    #[arg(
+        long,
+        env = "ZK_AUTH",
+        hide_env_values = true,
+        value_name = "USER:PASSWORD",
+        value_parser = digest,
+        global = true
+    )]
     pub auth: Option<String>,
     /// How log events are written to stderr: `text` or `json` (one object per line). Which
     /// events: RUST_LOG (default: warn). Never on stdout.

@@ -199,7 +199,8 @@ pub struct Safety<'a> {
     pub grace: Duration,
     /// Subtracted from the safe window (see [`deadline::default_margin`]).
     pub margin: Duration,
-    /// The session's safe window (see [`crate::zk::Contact::session_safe_until`]); `None` once certainly lost.
+    /// The session's safe window (see [`crate::zk::Contact::session_safe_until`]); `None` once
+    /// certainly lost.
     pub safe_until: &'a (dyn Fn() -> Option<Instant> + Sync),
     /// Fresh contacts move the watchdog.
     pub contact: Contact,
@@ -233,16 +234,19 @@ pub async fn supervise(
         };
         tokio::select! {
             status = group.child.wait() => {
-                let status = status.map_err(|e| Failure::new(exit::UNAVAILABLE, format!("waiting for the command: {e}")))?;
-                break exit::of_status(status);
+                let waiting = |e| Failure::new(exit::UNAVAILABLE, format!("waiting for the command: {e}"));
+                break exit::of_status(status.map_err(waiting)?);
             }
             _ = &mut lost, if lost_at.is_none() => {
                 let now = Instant::now();
                 lost_at = Some(now);
                 group.signal(libc::SIGTERM);
-                arm(&mut kill_timer, deadline::kill_at(now, safety.grace, (safety.safe_until)(), safety.margin));
+                let kill = deadline::kill_at(now, safety.grace, (safety.safe_until)(), safety.margin);
+                arm(&mut kill_timer, kill);
             }
-            _ = tokio::time::sleep_until(watchdog.unwrap_or_else(far).into()), if lost_at.is_none() && watchdog.is_some() => {
+            _ = tokio::time::sleep_until(watchdog.unwrap_or_else(far).into()),
+                if lost_at.is_none() && watchdog.is_some() =>
+            {
                 // Nobody told us, but the window is spent: treat it as lost, and kill now.
                 lost_at = Some(Instant::now());
                 window_spent = true;

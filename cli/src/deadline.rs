@@ -1,9 +1,10 @@
 //! When the command must be dead after a loss: the kill deadline, bounded by the session.
 //!
 //! The server cannot expire our session before `safe_until` (the send time of our latest
-//! request proven to have reached the ZooKeeper leader, plus the negotiated session timeout), so nobody else can hold the
-//! lock before then. The command gets SIGTERM as soon as the loss is noticed, and SIGKILL at
-//! [`kill_at`]: after `--grace`, but never later than `safe_until − margin`.
+//! request proven to have reached the ZooKeeper leader, plus the negotiated session timeout),
+//! so nobody else can hold the lock before then. The command gets SIGTERM as soon as the loss
+//! is noticed, and SIGKILL at [`kill_at`]: after `--grace`, but never later than
+//! `safe_until − margin`.
 
 use std::time::{Duration, Instant};
 

@@ -4,10 +4,9 @@
 use serde::Serialize;
 use zk_recipes::inspect::{inspect, Cycle, InspectOptions, Inspection};
 
-use crate::args::DeadlocksArgs;
+use crate::args::{Cli, DeadlocksArgs};
 use crate::exit::Failure;
-use crate::status::print_json;
-use crate::zk::Conn;
+use crate::output::print_json;
 
 /// The exit status when a cycle is found.
 pub const FOUND: u8 = 1;
@@ -164,7 +163,8 @@ pub fn notes(found: &Inspection, max_nodes: usize) -> Vec<String> {
     notes
 }
 
-pub async fn deadlocks(conn: &Conn, args: &DeadlocksArgs) -> Result<u8, Failure> {
+pub async fn deadlocks(cli: &Cli, args: &DeadlocksArgs) -> Result<u8, Failure> {
+    let conn = &cli.connect().await?;
     let options = InspectOptions::new().max_nodes(args.max_nodes);
     let found = inspect(conn.session(), &args.root, &options).await?;
     let code = if found.cycles.is_empty() { 0 } else { FOUND };

@@ -3,7 +3,8 @@
 
 use clap::CommandFactory;
 
-use crate::args::Cli;
+use crate::args::{Cli, CompletionsArgs};
+use crate::exit::Failure;
 
 /// One exit status: what it means in `zklock --help` and zklock(1) (`text`, every case), and
 /// on each subcommand's page (`by`: the subcommands that can exit with it, each group with its
@@ -238,4 +239,10 @@ pub fn after_help() -> String {
 /// the man pages use.
 pub fn command() -> clap::Command {
     Cli::command().after_help(after_help())
+}
+
+/// `zklock completions SHELL`: the shell's completion script on stdout.
+pub fn completions(args: &CompletionsArgs) -> Result<u8, Failure> {
+    clap_complete::generate(args.shell, &mut command(), "zklock", &mut std::io::stdout());
+    Ok(0)
 }

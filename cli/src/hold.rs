@@ -9,8 +9,8 @@ use crate::args::{Cli, HoldArgs};
 use crate::child::Stops;
 use crate::exit::{self, Failure};
 use crate::minhold::{self, Kept};
+use crate::output;
 use crate::progress::Progress;
-use crate::status;
 
 #[derive(serde::Serialize)]
 struct Held<'a> {
@@ -31,7 +31,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Result<u8, Failure> {
     let path = &args.lock.lockpath;
     let held = Held { path, node: guard.node_path(), fencing_token: guard.fencing_token() };
     if args.json {
-        status::print_json(&held)?;
+        output::print_json(&held)?;
     } else {
         println!("{}", held.fencing_token);
     }

@@ -16,6 +16,7 @@ mod metrics;
 mod minhold;
 mod once;
 mod ops;
+mod output;
 mod party;
 mod progress;
 mod run;
@@ -29,7 +30,7 @@ mod zk;
 
 use std::process::ExitCode;
 
-use crate::args::{Command, ManArgs};
+use crate::args::Command;
 use crate::exit::Failure;
 
 fn main() -> ExitCode {
@@ -40,14 +41,6 @@ fn main() -> ExitCode {
     logging::init(cli.log_format.unwrap_or_default());
     // Before the runtime's threads start: the Kerberos environment is process-wide.
     cli.sasl.prepare_env();
-    match &cli.command {
-        Command::Completions(args) => {
-            clap_complete::generate(args.shell, &mut help::command(), "zklock", &mut std::io::stdout());
-            return ExitCode::SUCCESS;
-        }
-        Command::Man(args) => return man_pages(args),
-        _ => {}
-    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return Failure::new(exit::UNAVAILABLE, format!("starting the runtime: {e}")).report(),
@@ -56,35 +49,17 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Run(args) => run::run(&cli, args).await,
             Command::Hold(args) => hold::hold(&cli, args).await,
-            Command::Status(args) => {
-                let conn = cli.connect().await?;
-                status::show(&conn, &args.lockpath, cli.format(), args.json).await.map(|()| 0)
-            }
-            Command::Ls(args) => {
-                let conn = cli.connect().await?;
-                status::ls(&conn, &args.prefix, cli.format(), args.json).await.map(|()| 0)
-            }
+            Command::Status(args) => status::show(&cli, args).await,
+            Command::Ls(args) => status::ls(&cli, args).await,
             Command::Elect(args) => elect::elect(&cli, args).await,
-            Command::Revoke(args) => {
-                let conn = cli.connect().await?;
-                ops::revoke(&conn, &args.lockpath, cli.format(), args.node.as_deref(), args.json).await
-            }
-            Command::Break(args) => {
-                let conn = cli.connect().await?;
-                ops::break_lock(
-                    &conn,
-                    &args.lockpath,
-                    cli.format(),
-                    args.node.as_deref(),
-                    args.yes,
-                    args.json,
-                )
-                .await
-            }
-            Command::Deadlocks(args) => deadlocks::deadlocks(&cli.connect().await?, args).await,
-            Command::Top(args) => top::top(&cli.connect().await?, args).await,
-            Command::OncePer(args) => once::once_per(&cli.connect().await?, args).await,
-            Command::Completions(_) | Command::Man(_) => Ok(0),
+            Command::Revoke(args) => ops::revoke(&cli, args).await,
+            Command::Break(args) => ops::break_lock(&cli, args).await,
+            Command::Deadlocks(args) => deadlocks::deadlocks(&cli, args).await,
+            Command::Top(args) => top::top(&cli, args).await,
+            Command::OncePer(args) => once::once_per(&cli, args).await,
+            // Neither needs ZooKeeper nor the runtime: they write what clap knows of zklock.
+            Command::Completions(args) => help::completions(args),
+            Command::Man(args) => man::man(args),
         }
     });
     // A pending read of stdin (hold) must not keep the process alive.
@@ -92,23 +67,5 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => failure.report(),
-    }
-}
-
-/// `zklock man`: zklock(1) on stdout, or every page into `--dir`.
-fn man_pages(args: &ManArgs) -> ExitCode {
-    use std::io::Write;
-    let written = match &args.dir {
-        Some(dir) => man::write_all(dir).map(|files| {
-            for file in files {
-                println!("{}", dir.join(file).display());
-            }
-        }),
-        None => man::pages().and_then(|pages| std::io::stdout().write_all(&pages[0].text)),
-    };
-    match written {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-        Err(e) => Failure::new(exit::UNAVAILABLE, format!("writing the man pages: {e}")).report(),
     }
 }

@@ -7,6 +7,8 @@ use std::path::Path;
 use clap_mangen::roff::{bold, italic, roman, Roff};
 use clap_mangen::Man;
 
+use crate::args::ManArgs;
+use crate::exit::{self, Failure};
 use crate::help;
 
 /// One page: its file name (`zklock-run.1`) and its roff text.
@@ -167,4 +169,26 @@ fn see_also(roff: &mut Roff, sub: Option<&str>, all: &[String]) {
     line.push(italic("docs/zklock.md"));
     line.push(roman(" in the source repository."));
     roff.text(line);
+}
+
+/// `zklock man`: zklock(1) on stdout, or every page into `--dir` (each path written printed). A
+/// closed stdout (`| head`) is no failure.
+///
+/// # Errors
+/// A page that could not be written (exit 69).
+pub fn man(args: &ManArgs) -> Result<u8, Failure> {
+    use std::io::Write;
+    let written = match &args.dir {
+        Some(dir) => write_all(dir).map(|files| {
+            for file in files {
+                println!("{}", dir.join(file).display());
+            }
+        }),
+        None => pages().and_then(|pages| std::io::stdout().write_all(&pages[0].text)),
+    };
+    match written {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(Failure::new(exit::UNAVAILABLE, format!("writing the man pages: {e}"))),
+    }
 }

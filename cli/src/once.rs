@@ -11,9 +11,9 @@ use std::time::Duration;
 use zk_recipes::zookeeper_client::Error as ZkError;
 use zk_recipes::LockGuard;
 
-use crate::args::OncePerArgs;
+use crate::args::{Cli, OncePerArgs};
 use crate::exit::{self, Failure};
-use crate::status::{now_ms, print_json};
+use crate::output::{now_ms, print_json};
 use crate::zk::Conn;
 
 /// The marker of the latest successful run; its mtime is the server's time of that success.
@@ -87,7 +87,8 @@ pub fn age(marker: &Marker) -> String {
 }
 
 /// `zklock once-per LOCKPATH`: the marker's age, or `--clear` deletes it (and the clock node).
-pub async fn once_per(conn: &Conn, args: &OncePerArgs) -> Result<u8, Failure> {
+pub async fn once_per(cli: &Cli, args: &OncePerArgs) -> Result<u8, Failure> {
+    let conn = &cli.connect().await?;
     zk_recipes::LockPath::new(&args.lockpath)?;
     let path = &args.lockpath;
     let Some(found) = marker(conn, path).await? else {

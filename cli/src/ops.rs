@@ -6,8 +6,9 @@ use serde::Serialize;
 use zk_recipes::zookeeper_client::Error as ZkError;
 use zk_recipes::{NodeFormat, Participant};
 
+use crate::args::{BreakArgs, Cli, RevokeArgs};
 use crate::exit::{self, Failure};
-use crate::status::print_json;
+use crate::output::print_json;
 use crate::zk::{self, Conn};
 
 #[derive(Serialize)]
@@ -59,14 +60,11 @@ fn confirm(question: &str) -> bool {
     matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
-pub async fn break_lock(
-    conn: &Conn,
-    path: &str,
-    format: NodeFormat,
-    node: Option<&str>,
-    yes: bool,
-    json: bool,
-) -> Result<u8, Failure> {
+/// `zklock break LOCKPATH`: deletes the holder's node (or `--node`'s), once confirmed.
+pub async fn break_lock(cli: &Cli, args: &BreakArgs) -> Result<u8, Failure> {
+    let (path, format, node, yes, json) =
+        (args.lockpath.as_str(), cli.format(), args.node.as_deref(), args.yes, args.json);
+    let conn = &cli.connect().await?;
     zk_recipes::LockPath::new(path)?;
     let Some((_, queue)) = zk::queue(conn, path, format).await? else {
         return Err(Failure::new(exit::NOTHING, format!("nobody holds or waits on {path}")));
@@ -109,13 +107,9 @@ struct Asked {
 
 /// Asks the holder of `node` (any queue node, by name or full path), else every holder of
 /// `path`, to release, by setting `__REVOKE__` on its node.
-pub async fn revoke(
-    conn: &Conn,
-    path: &str,
-    format: NodeFormat,
-    node: Option<&str>,
-    json: bool,
-) -> Result<u8, Failure> {
+pub async fn revoke(cli: &Cli, args: &RevokeArgs) -> Result<u8, Failure> {
+    let (path, format, node, json) = (args.lockpath.as_str(), cli.format(), args.node.as_deref(), args.json);
+    let conn = &cli.connect().await?;
     zk_recipes::LockPath::new(path)?;
     let queue = zk::queue(conn, path, format).await?.map(|(_, q)| q).unwrap_or_default();
     let targets: Vec<&Participant> = match node {
@@ -165,7 +159,8 @@ pub async fn observe(conn: &Conn, path: &str, format: NodeFormat, json: bool) ->
         // The first change is the observer's first read (even when nobody leads).
         tokio::select! {
             changed = leader.changed() => if changed.is_err() {
-                return Err(Failure::new(exit::UNAVAILABLE, format!("stopped observing {path}: the session closed")));
+                let closed = format!("stopped observing {path}: the session closed");
+                return Err(Failure::new(exit::UNAVAILABLE, closed));
             },
             _ = interrupt.recv() => return Ok(0),
             _ = terminate.recv() => return Ok(0),

@@ -1,13 +1,13 @@
 //! `zklock status` (the holder and the queue of one path) and `zklock ls` (every lock and
 //! election under a prefix).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde::Serialize;
 use zk_recipes::zookeeper_client::Error as ZkError;
 use zk_recipes::{NodeFormat, Participant};
 
-use crate::exit::{self, Failure};
+use crate::args::{Cli, LsArgs, StatusArgs};
+use crate::exit::Failure;
+use crate::output::{now_ms, print_json};
 use crate::zk::{self, Conn};
 
 #[derive(Serialize)]
@@ -35,10 +35,6 @@ struct Status {
     once_per: Option<crate::once::Marker>,
 }
 
-pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
-
 pub fn rows(queue: Vec<Participant>) -> Vec<Row> {
     let now = now_ms();
     queue
@@ -55,18 +51,14 @@ pub fn rows(queue: Vec<Participant>) -> Vec<Row> {
         .collect()
 }
 
-pub fn print_json(value: &impl Serialize) -> Result<(), Failure> {
-    // One object per line, whatever the command: what a script's `read -r` gets whole.
-    let text = serde_json::to_string(value).map_err(|e| Failure::new(exit::UNAVAILABLE, e.to_string()))?;
-    println!("{text}");
-    Ok(())
-}
-
 fn age(ms: i64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
+/// `zklock status LOCKPATH`: who holds, and who waits, in queue order.
+pub async fn show(cli: &Cli, args: &StatusArgs) -> Result<u8, Failure> {
+    let (path, format, json) = (args.lockpath.as_str(), cli.format(), args.json);
+    let conn = &cli.connect().await?;
     zk_recipes::LockPath::new(path)?;
     let found = zk::queue(conn, path, format).await?;
     let locks_under = match &found {
@@ -86,7 +78,7 @@ pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Re
         once_per: crate::once::marker(conn, path).await?,
     };
     if json {
-        return print_json(&status);
+        return print_json(&status).map(|()| 0);
     }
     if let Some(marker) = &status.once_per {
         println!(
@@ -96,14 +88,14 @@ pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Re
     }
     if status.free {
         println!("{path}: free (nobody holds or waits)");
-        return Ok(());
+        return Ok(0);
     }
     if status.queue.is_empty() {
         println!("{path}: no lock here, but {} under it (see zklock ls {path}):", status.locks_under.len());
         for under in &status.locks_under {
             println!("  {under}");
         }
-        return Ok(());
+        return Ok(0);
     }
     println!("{path}: {}, {} in queue", kind.unwrap_or("lock"), status.queue.len());
     println!("{:<4} {:<6} {:<24} {:<20} {:>8}  NODE", "POS", "HOLDS", "ID", "SESSION", "AGE");
@@ -118,7 +110,7 @@ pub async fn show(conn: &Conn, path: &str, format: NodeFormat, json: bool) -> Re
             r.node
         );
     }
-    Ok(())
+    Ok(0)
 }
 
 /// One lock or election found by [`walk`].
@@ -212,14 +204,16 @@ pub async fn walk(conn: &Conn, prefix: &str, format: NodeFormat) -> Result<Vec<L
     Ok(found)
 }
 
-pub async fn ls(conn: &Conn, prefix: &str, format: NodeFormat, json: bool) -> Result<(), Failure> {
-    let found = walk(conn, prefix, format).await?;
+/// `zklock ls PREFIX`: every lock and election under `PREFIX`.
+pub async fn ls(cli: &Cli, args: &LsArgs) -> Result<u8, Failure> {
+    let (prefix, json) = (args.prefix.as_str(), args.json);
+    let found = walk(&cli.connect().await?, prefix, cli.format()).await?;
     if json {
-        return print_json(&found);
+        return print_json(&found).map(|()| 0);
     }
     if found.is_empty() {
         println!("no locks or elections under {prefix}");
-        return Ok(());
+        return Ok(0);
     }
     println!(
         "{:<32} {:<16} {:<24} {:>7} {:>7} {:>8} {:>8}",
@@ -238,7 +232,7 @@ pub async fn ls(conn: &Conn, prefix: &str, format: NodeFormat, json: bool) -> Re
             l.once_per_age_ms.map_or("-".to_string(), age)
         );
     }
-    Ok(())
+    Ok(0)
 }
 
 #[cfg(test)]

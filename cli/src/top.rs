@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use zk_recipes::inspect::{inspect, InspectOptions, Inspection};
 use zk_recipes::zookeeper_client::{Acls, CreateMode, Error as ZkError};
 
-use crate::args::TopArgs;
+use crate::args::{Cli, TopArgs};
 use crate::deadlocks::session;
 use crate::exit::Failure;
-use crate::status::now_ms;
+use crate::output::now_ms;
 use crate::zk::Conn;
 
 /// Clears the screen and puts the cursor at the top left.
@@ -20,7 +20,8 @@ const CLEAR: &str = "\x1b[H\x1b[2J";
 /// The width a frame is laid out for when stdout is no terminal.
 const PLAIN_WIDTH: usize = 120;
 
-pub async fn top(conn: &Conn, args: &TopArgs) -> Result<u8, Failure> {
+pub async fn top(cli: &Cli, args: &TopArgs) -> Result<u8, Failure> {
+    let conn = &cli.connect().await?;
     let options = InspectOptions::new().max_nodes(args.max_nodes);
     if args.once {
         let (now, clock) = now(conn, args.clock_node.as_deref()).await?;

@@ -1,4 +1,4 @@
-//! Cron on several "hosts" (issue 37, items 4 and 5): `--min-hold` keeps a quick job's lock
+//! Cron on several "hosts": `--min-hold` keeps a quick job's lock
 //! long enough that a skewed cron elsewhere finds it taken; `--once-per` runs the job once per
 //! period across hosts, aged by ZooKeeper's clock.
 
@@ -135,7 +135,7 @@ async fn once_per_runs_the_job_once_across_three_hosts() {
     let plain = zklock(&c).args(["run", "/locks/cron", "--", "true"]).output().unwrap();
     assert_eq!(code(&plain), Some(0), "{}", String::from_utf8_lossy(&plain.stderr));
 
-    // status and ls show the marker and its age (issue 51, item 5); once-per --clear deletes
+    // status and ls show the marker and its age; once-per --clear deletes
     // it, and the next run runs.
     let marker = &status(&c, "/locks/cron")["once_per"];
     assert_eq!(marker["marker"], "/locks/cron/zklock.once-per");

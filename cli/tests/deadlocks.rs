@@ -1,4 +1,4 @@
-//! `zklock deadlocks ROOT` (issue 37, item 6) against real ZooKeeper and real processes: a
+//! `zklock deadlocks ROOT` against real ZooKeeper and real processes: a
 //! two- and a three-process deadlock (through a read/write lock and a semaphore) are found
 //! (exit 1, with paths, nodes, sessions and participant ids); a long queue of `zklock hold`
 //! processes is none (exit 0) and is left as it was; no ZooKeeper is exit 69.

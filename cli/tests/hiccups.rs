@@ -1,4 +1,4 @@
-//! Predictable under ZooKeeper hiccups, and the small parity items (issue 37, item 5):
+//! Predictable under ZooKeeper hiccups, and the small parity items:
 //! `--timeout` and `--connect-timeout` bound connecting, `--ride-out` keeps the command
 //! through a short disconnect, durations as bare seconds, environment variables, digest
 //! authentication, `ZKLOCK_NODE` in `elect`, the docs' `coproc` snippet.
@@ -186,7 +186,7 @@ kill "$LOCK_PID"; wait "$LOCK_PID"
     assert_eq!(queue_len(&c, "/locks/batch"), 0);
 }
 
-/// ZooKeeper stopped under a `run` (issue 51, item 2): the command gets SIGTERM, and zklock
+/// ZooKeeper stopped under a `run`: the command gets SIGTERM, and zklock
 /// exits 76 as soon as it is gone, not when the session would expire. The session is of a
 /// minute: a zklock that waited for its expiry, or for ZooKeeper to confirm a release, would
 /// hit the test's bound of half that.

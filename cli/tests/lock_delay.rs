@@ -1,8 +1,8 @@
-//! `zklock run --lock-delay` (issue 27, item 2): after a holder that did not release cleanly
-//! (here: its zklock was killed, and the server expired its session), the next run waits the
-//! delay, and says so with -v; after a clean release (the command exited) it takes the lock at
-//! once. (A `--max-hold` end is a clean release: zklock stops the command before it releases.) The waiting line is built on
-//! the library's queue events.
+//! `zklock run --lock-delay`: after a holder that did not release cleanly (here: its zklock was
+//! killed, and the server expired its session), the next run waits the delay, and says so with
+//! -v; after a clean release (the command exited) it takes the lock at once. (A `--max-hold` end
+//! is a clean release: zklock stops the command before it releases.) The waiting line is built
+//! on the library's queue events.
 
 mod common;
 

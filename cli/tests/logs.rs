@@ -1,4 +1,4 @@
-//! Logs (issue 37, item 3): RUST_LOG picks the library's events (default: warn), written to
+//! Logs: RUST_LOG picks the library's events (default: warn), written to
 //! stderr as text or JSON lines, never mixed into stdout.
 
 mod common;
@@ -71,7 +71,7 @@ fn events(stderr: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Issue 51, item 3: under `--log-format json` zklock's own messages are events too (busy,
+/// Under `--log-format json` zklock's own messages are events too (busy,
 /// waiting progress, the session timeout note, a usage error), and every `--json` output is
 /// one object on one line (`hold` and `break` included, read by the docs' coproc pattern).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! `zklock man` (issue 37, item 2): a page per subcommand and zklock(1), each with EXIT STATUS
+//! `zklock man`: a page per subcommand and zklock(1), each with EXIT STATUS
 //! and ENVIRONMENT, naming only pages that exist, and rendered by man(1) (or groff).
 
 mod common;
@@ -71,7 +71,7 @@ fn man_dir_writes_a_page_per_subcommand_with_exit_status_and_environment() {
     assert!(run.contains("\n79\n") && run.contains("\n124\n"), "run's exit codes");
     let status = plain(&std::fs::read_to_string(dir.path().join("zklock-status.1")).unwrap());
     assert!(!status.contains("\n124\n"), "status cannot exit 124");
-    // Each page's EXIT STATUS speaks of its own subcommand only (issue 51, item 5).
+    // Each page's EXIT STATUS speaks of its own subcommand only.
     for file in &files {
         let page = plain(&std::fs::read_to_string(dir.path().join(file)).unwrap());
         let Some(sub) = file.strip_prefix("zklock-").and_then(|f| f.strip_suffix(".1")) else { continue };

@@ -1,4 +1,4 @@
-//! `zklock run --max-hold` (issue 27, item 1): when the limit passes, the command's group is
+//! `zklock run --max-hold`: when the limit passes, the command's group is
 //! stopped as on a loss (SIGTERM, then SIGKILL by the kill deadline), then the lock is released
 //! and zklock exits 124.
 

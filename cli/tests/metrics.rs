@@ -1,4 +1,4 @@
-//! `zklock run|elect --metrics-addr` (issue 37, item 8): while zklock holds, the library's
+//! `zklock run|elect --metrics-addr`: while zklock holds, the library's
 //! metrics are on a Prometheus endpoint, with the buckets docs/metrics.md lists (those of
 //! `examples/metrics.rs`); an address that cannot be listened on is refused before the lock is
 //! taken.

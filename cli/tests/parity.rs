@@ -368,8 +368,8 @@ fn nodes(connect: &str, path: &str) -> Vec<String> {
         .collect()
 }
 
-/// Issue 14: a session that expires while `zklock run` *waits* queues again on a new session
-/// (it used to exit 69); the command then runs once the holder lets go. (An expiry while
+/// A session that expires while `zklock run` *waits* queues again on a new session; the
+/// command then runs once the holder lets go. (An expiry while
 /// *holding* stays lost, exit 76: `cli.rs`, `a_lost_lock_stops_the_command_with_the_lost_code`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expiry_while_waiting_queues_again_and_the_command_runs_later() {

@@ -1,4 +1,4 @@
-//! `zklock deadlocks` across processes (issue 51, item 1): the deadlocks operators make with
+//! `zklock deadlocks` across processes: the deadlocks operators make with
 //! `zklock` itself, where each `zklock` is a session of its own. Nested runs
 //! (`zklock run /a -- zklock run /b`, beside the same with a and b swapped), two scripts that
 //! each `coproc zklock hold X` then `zklock run Y` in opposite orders, and a three-party cycle

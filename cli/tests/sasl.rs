@@ -1,4 +1,4 @@
-//! `zklock` with SASL against servers that require it (issue 48): `--sasl digest:USER` with
+//! `zklock` with SASL against servers that require it: `--sasl digest:USER` with
 //! the password from the environment or a file, `--sasl gssapi --keytab --principal` against a
 //! real KDC (with the `sasl-gssapi` feature); refusals are exit 69 with one line naming the
 //! mechanism, bad flags exit 64.

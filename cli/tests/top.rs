@@ -1,4 +1,4 @@
-//! `zklock top ROOT` (issue 37, item 7) against real ZooKeeper and real `zklock hold`
+//! `zklock top ROOT` against real ZooKeeper and real `zklock hold`
 //! processes: `--once` prints one frame (the lock path, its holder and how many wait, the
 //! clock the ages are by), and in a real terminal (tmux) the live view shows the same and
 //! follows a change.
@@ -178,7 +178,7 @@ async fn long_queue(c: &str) -> Vec<Holding> {
     holds
 }
 
-/// Issue 51, item 4: at 80 and 120 columns no line is longer than the window (the long path
+/// At 80 and 120 columns no line is longer than the window (the long path
 /// elided in its middle), waiters are listed with their ids and wait ages, and `q` quits
 /// (exit 0). An outage shows in words, with the time since the last frame, and no log line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

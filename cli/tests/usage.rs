@@ -1,4 +1,4 @@
-//! Usage errors and notes about the arguments (issue 24): clap's "did you mean" tips come
+//! Usage errors and notes about the arguments: clap's "did you mean" tips come
 //! through, a session timeout ZooKeeper cannot carry is refused, and one the server changed is
 //! reported.
 

@@ -270,7 +270,8 @@ pub async fn place_order(
 /// [`FenceError::Postgres`] (also for a negative `n`: the table's check refuses it).
 pub async fn set_stock(c: &Client, item: &str, n: i64) -> Result<(), FenceError> {
     c.query_typed(
-        "INSERT INTO stock (item, quantity) VALUES ($1, $2) ON CONFLICT (item) DO UPDATE SET quantity = EXCLUDED.quantity",
+        "INSERT INTO stock (item, quantity) VALUES ($1, $2) \
+         ON CONFLICT (item) DO UPDATE SET quantity = EXCLUDED.quantity",
         &[(&item, Type::TEXT), (&n, Type::INT8)],
     )
     .await?;

@@ -118,7 +118,8 @@ impl Args {
 
 const USAGE: &str = "usage: flash_sale [--unfenced] [--postgres PARAMS] [--redis URL]
   --unfenced         writes without fencing tokens (a demonstration of the damage; exits 0)
-  --postgres PARAMS  a PostgreSQL server you run (tokio-postgres params, e.g. \"host=127.0.0.1 port=5432 user=postgres\")
+  --postgres PARAMS  a PostgreSQL server you run (tokio-postgres params, e.g. \
+\"host=127.0.0.1 port=5432 user=postgres\")
   --redis URL        a Redis server you run (e.g. redis://127.0.0.1:6379/)
   ZK_CONNECT         a ZooKeeper you run; otherwise a throwaway one is started";
 

@@ -47,9 +47,17 @@ impl Late {
             _ => "FAILED",
         };
         if fenced {
-            println!("  [worker {worker}] resumed; its late writes for {user}, fenced with token {} (the fence is at {newer}):", self.token);
+            println!(
+                "  [worker {worker}] resumed; its late writes for {user}, fenced with token {} \
+                 (the fence is at {newer}):",
+                self.token
+            );
         } else {
-            println!("  [worker {worker}] resumed; its late writes for {user}, unfenced (its token {} is older than {newer}, and no store checks it):", self.token);
+            println!(
+                "  [worker {worker}] resumed; its late writes for {user}, unfenced (its token {} is \
+                 older than {newer}, and no store checks it):",
+                self.token
+            );
         }
         println!("    Redis stock decrement: {} ({})", word(&self.redis), self.redis_detail);
         println!("    PostgreSQL order:      {} ({})", word(&self.postgres), self.postgres_detail);
@@ -152,7 +160,8 @@ pub fn verdict(settings: &Settings, stock: i64, tally: &Tally, state: &FinalStat
     }
     if sold != state.orders {
         problems.push(format!(
-            "{sold} items left the stock for {} orders: {} item(s) sold without an order of their own (a second sale to a user who has one)",
+            "{sold} items left the stock for {} orders: {} item(s) sold without an order of their \
+             own (a second sale to a user who has one)",
             state.orders,
             sold - state.orders
         ));
@@ -167,7 +176,10 @@ pub fn verdict(settings: &Settings, stock: i64, tally: &Tally, state: &FinalStat
                 late.postgres.to_uppercase()
             );
             if late.both_refused() {
-                println!("  the paused holder's writes were both refused (StaleToken from Redis and from PostgreSQL)");
+                println!(
+                    "  the paused holder's writes were both refused (StaleToken from Redis and from \
+                     PostgreSQL)"
+                );
             } else {
                 let landed: Vec<&str> = [("Redis", &late.redis), ("PostgreSQL", &late.postgres)]
                     .into_iter()
@@ -211,7 +223,10 @@ pub fn verdict(settings: &Settings, stock: i64, tally: &Tally, state: &FinalStat
     println!();
     if settings.fenced {
         if problems.is_empty() {
-            println!("Flash sale passed: no oversell, one order per user, the paused holder's late writes refused by both stores.");
+            println!(
+                "Flash sale passed: no oversell, one order per user, the paused holder's late writes \
+                 refused by both stores."
+            );
             true
         } else {
             for p in &problems {

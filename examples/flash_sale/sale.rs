@@ -75,7 +75,8 @@ pub async fn run(pool: &mut Pool, settings: &Settings, tally: &mut Tally) -> Res
     }
     let old_token = pausing.num("token").unwrap_or_default();
     println!(
-        "  [worker {PAUSED_WORKER}] holds {x}'s lock (fencing token {old_token}), {}read that {x} has no order,\n  \
+        "  [worker {PAUSED_WORKER}] holds {x}'s lock (fencing token {old_token}), \
+         {}read that {x} has no order,\n  \
          ensure_safe passed ({} ms of the window left); now raises SIGSTOP before its writes.",
         if settings.fenced { "registered the token at both stores, " } else { "" },
         pausing.get("window_left_ms")
@@ -83,7 +84,8 @@ pub async fn run(pool: &mut Pool, settings: &Settings, tally: &mut Tally) -> Res
     let stopped_at = pool.await_stopped(PAUSED_WORKER, Duration::from_secs(10)).await?;
     tally.pause_seen = true;
     println!(
-        "  [orchestrator] worker {PAUSED_WORKER} (pid {}) is stopped (state T in /proc); it stays stopped {:?} ({PAUSE_TIMEOUTS}x the session timeout).",
+        "  [orchestrator] worker {PAUSED_WORKER} (pid {}) is stopped (state T in /proc); it stays \
+         stopped {:?} ({PAUSE_TIMEOUTS}x the session timeout).",
         pool.pid(PAUSED_WORKER),
         settings.session_timeout * PAUSE_TIMEOUTS
     );
@@ -94,7 +96,8 @@ pub async fn run(pool: &mut Pool, settings: &Settings, tally: &mut Tally) -> Res
     let (by, bought) = answers.first().cloned().ok_or("no answer for the takeover")?;
     let new_token = bought.num("token").unwrap_or_default();
     println!(
-        "  [worker {by}] took {x}'s lock {:.2} s into the pause (fencing token {new_token} > {old_token}) and {}.",
+        "  [worker {by}] took {x}'s lock {:.2} s into the pause (fencing token {new_token} > \
+         {old_token}) and {}.",
         stopped_at.elapsed().as_secs_f64(),
         describe(&bought)
     );

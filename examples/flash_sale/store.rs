@@ -124,7 +124,8 @@ impl Stores {
         let doubles = self
             .pg
             .query(
-                "SELECT user_id, count(*) FROM orders WHERE item = $1 GROUP BY user_id HAVING count(*) > 1 ORDER BY user_id",
+                "SELECT user_id, count(*) FROM orders WHERE item = $1 \
+                 GROUP BY user_id HAVING count(*) > 1 ORDER BY user_id",
                 &[&self.item],
             )
             .await

@@ -154,7 +154,10 @@ pub fn node_data(data: &[u8]) {
 pub fn lock_path(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let valid = {
-        let refused = |c: char| matches!(c, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}');
+        let refused = |c: char| {
+            matches!(c, '\0'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}')
+                || matches!(c, '\u{fff0}'..='\u{ffff}')
+        };
         text.len() <= LockPath::MAX_LEN
             && text.starts_with('/')
             && text.len() > 1

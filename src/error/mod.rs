@@ -198,7 +198,10 @@ pub enum Error {
 
     /// The recipe was closed (its `close()` was called, or it was dropped) before the awaited
     /// event. Build a new one to take part again.
-    #[error("the recipe on {path} is closed (close() was called or it was dropped); build a new one to take part again")]
+    #[error(
+        "the recipe on {path} is closed (close() was called or it was dropped); build a new one to \
+         take part again"
+    )]
     Closed {
         /// The recipe's path.
         path: String,
@@ -310,7 +313,8 @@ pub enum Error {
 
     /// The server answered that it does not implement a request the operation needs: it is
     /// older than that request (a `multi` read, which the recipes' `participants()` and
-    /// `zk_recipes::inspect` send, needs ZooKeeper 3.6.0; 3.5 answers `Unimplemented`). docs/compatibility.md says which version each feature needs.
+    /// `zk_recipes::inspect` send, needs ZooKeeper 3.6.0; 3.5 answers `Unimplemented`).
+    /// docs/compatibility.md says which version each feature needs.
     #[error(
         "the ZooKeeper server does not implement {op} (on {path}): it is older than the request \
          needs (a multi-read needs ZooKeeper 3.6.0 or later; see docs/compatibility.md)"

@@ -61,7 +61,7 @@ impl Hold {
     /// last hold is released. A revocation request is reported only when `revocable`. With a
     /// `max_hold`, the session also drives a timer that ends the hold when it passes (see
     /// [`Limit`]).
-    #[allow(clippy::too_many_arguments)] // split up by the layering of the engine (issue 25)
+    #[allow(clippy::too_many_arguments)] // split up by the layering of the engine
     pub fn start(
         session: Session,
         entry: Entry,

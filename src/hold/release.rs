@@ -12,8 +12,8 @@
 //!   finds is reported as `LockLost`, not counted as a loss.
 //! * A delete, once sent, is always seen through: awaited in place, or (when the caller is
 //!   cancelled, drops a [`PendingRelease`], or runs out of patience) in the background on the
-//!   janitor. Cancelled mid-wait, [`ResumeOnDrop`] sends it again (a delete of a node we may
-//!   have deleted already is harmless: its `NoNode` is ignored).
+//!   janitor. Cancelled mid-wait, [`ResumeOnDrop`] sends it again, saying what the first said
+//!   (a delete of a node we may have deleted already is harmless: its `NoNode` is ignored).
 //! * The own-node watch and the listener registration are let go only after the delete is done
 //!   (`forget_node`), so that our delete consumes the watch.
 
@@ -194,8 +194,7 @@ impl PendingRelease {
     pub async fn finish(mut self) -> Result<()> {
         let Some(sent) = self.sent.take() else { return Ok(()) };
         let hold = self.hold.clone();
-        let mut resume =
-            ResumeOnDrop { hold: Some(hold.clone()), tomb: sent.departure == Departure::Tombstone };
+        let mut resume = ResumeOnDrop { hold: Some(hold.clone()), departure: sent.departure };
         let result = hold.finish_delete(sent).await;
         resume.hold = None;
         result
@@ -222,20 +221,15 @@ impl Drop for PendingRelease {
 /// is harmless: its `NoNode` is ignored).
 struct ResumeOnDrop {
     hold: Option<Arc<Hold>>,
-    /// Whether the delete first sent left a tombstone.
-    tomb: bool,
+    /// What the delete first sent says ([`Hold::send_delete`] decided it): the resent one says
+    /// the same, so the delete of a lost hold stays unclean.
+    departure: Departure,
 }
 
 impl Drop for ResumeOnDrop {
     fn drop(&mut self) {
         if let Some(hold) = self.hold.take() {
-            let departure = if hold.node.clean_releases {
-                Departure::Clean
-            } else if self.tomb {
-                Departure::Tombstone
-            } else {
-                Departure::Plain
-            };
+            let departure = self.departure;
             let (conn, path) = (hold.node.conn.clone(), hold.path().to_string());
             hold.janitor.clone().spawn("cancelled release", async move {
                 conn.delete_quietly_as(&path, departure).await;
@@ -251,4 +245,47 @@ fn spawn_finish(hold: Arc<Hold>, sent: SentDelete, what: &'static str) {
             tracing::debug!(node = %hold.path(), error = %e, "background release");
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use zk_testcluster::ZkCluster;
+    use zookeeper_client::EventType;
+
+    use crate::lock_core::{Acquire, LockCore, LockSpec};
+    use crate::LockOptions;
+
+    /// A lost hold's delete is never clean, also when its release is cancelled and
+    /// [`super::ResumeOnDrop`] sends it again: a clean mark would let a waiter with a lock delay
+    /// enter at once, beside work of the lost hold that may still be running. The hold is lost
+    /// at its limit with its node standing (as a leader selector's: the owner deletes it); its
+    /// release's first delete never reaches the server (held by the proxy, then the connection
+    /// is cut), so what the server sees is the resent one. A watcher's data watch on the node
+    /// tells which: a clean release fires it as a data change, a plain delete as a deletion.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_release_of_a_lost_hold_is_resent_unclean() {
+        let zk = ZkCluster::standalone().await.expect("zookeeper");
+        let proxy = zk.proxy().expect("proxy");
+        let session =
+            crate::Session::connect(&proxy.connect_string(), Duration::from_secs(20)).await.expect("session");
+        let options =
+            LockOptions::new().lock_delay(Duration::from_secs(3)).max_hold(Duration::from_millis(300));
+        let spec = LockSpec::exclusive("mutex", false);
+        let core = LockCore::build(&session, "/release/lost", spec, &options).unwrap().owner_ends_at_limit();
+        let guard = core.acquire(Acquire::forever()).await.unwrap().expect("acquired");
+        tokio::time::timeout(Duration::from_secs(30), guard.lost()).await.expect("the limit passes");
+
+        let watcher = zookeeper_client::Client::connect(&zk.connect_string()).await.expect("watcher");
+        let (_, _, watch) = watcher.get_and_watch_data(guard.node_path()).await.expect("the node stands");
+        proxy.hold_requests();
+        let release = tokio::time::timeout(Duration::from_millis(200), guard.release()).await;
+        assert!(release.is_err(), "the release was answered through held requests: {release:?}");
+        proxy.cut();
+        proxy.heal();
+        let event = tokio::time::timeout(Duration::from_secs(30), watch.changed()).await.expect("the delete");
+        assert_eq!(event.event_type, EventType::NodeDeleted, "the lost hold's delete was resent as clean");
+        session.close().await;
+    }
 }

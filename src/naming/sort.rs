@@ -198,13 +198,21 @@ mod tests {
                 let created: Vec<String> = seqs
                     .iter()
                     .enumerate()
-                    .map(|(i, s)| format!("_c_{}-lock-{s:010}", if same_uuid { "same".to_string() } else { format!("u{i}") }))
+                    .map(|(i, s)| {
+                        let uuid = if same_uuid { "same".to_string() } else { format!("u{i}") };
+                        format!("_c_{uuid}-lock-{s:010}")
+                    })
                     .collect();
                 let mut children: Vec<String> = created.iter().cloned().chain(foreign).collect();
-                children.sort_by_key(|c| c.bytes().fold(start as u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))));
+                let hash = |c: &String| {
+                    c.bytes().fold(start as u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
+                };
+                children.sort_by_key(hash);
                 let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| LOCK.parse(c)).collect();
                 let mut by_text = created.clone();
-                by_text.sort_by_key(|name| (name.rsplit_once("lock-").map(|(_, seq)| seq.to_string()), name.clone()));
+                by_text.sort_by_key(|name| {
+                    (name.rsplit_once("lock-").map(|(_, seq)| seq.to_string()), name.clone())
+                });
                 match sort_queue(&mut queue, &LOCK, "/p") {
                     Ok(()) => {
                         let order: Vec<String> = queue.into_iter().map(|n| n.name).collect();
@@ -229,8 +237,8 @@ mod tests {
             ) {
                 let scheme = if kazoo { LOCK.in_format(NodeFormat::Kazoo) } else { LOCK };
                 let marker = if kazoo { "__lock__" } else { "lock-" };
-                let mut queue: Vec<QueueNode> =
-                    seqs.iter().enumerate().filter_map(|(i, s)| scheme.parse(&format!("u{i}{marker}{s:010}"))).collect();
+                let parsed = |(i, s): (usize, &i32)| scheme.parse(&format!("u{i}{marker}{s:010}"));
+                let mut queue: Vec<QueueNode> = seqs.iter().enumerate().filter_map(parsed).collect();
                 prop_assert_eq!(queue.len(), seqs.len());
                 if sort_queue(&mut queue, &scheme, "/p").is_ok() {
                     let texts: Vec<String> = queue.iter().map(|n| sequence_text(n.seq)).collect();

@@ -1,5 +1,6 @@
 //! Small helpers every layer uses: a poison-tolerant lock, a look at a future without waiting,
-//! retrying across connection losses, and background cleanup that can be awaited. They import nothing from the crate but errors.
+//! retrying across connection losses, and background cleanup that can be awaited. They import
+//! nothing from the crate but errors.
 
 mod janitor;
 mod retry;

@@ -146,18 +146,16 @@ fn signed(dir: &Path, name: &str, subject: &str, extensions: &str) -> Result<(),
 }
 
 fn openssl(dir: &Path, args: &[&str]) -> Result<(), HarnessError> {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| match e.kind() {
+    let out = Command::new("openssl").args(args).current_dir(dir).stdin(Stdio::null()).output().map_err(
+        |e| match e.kind() {
             std::io::ErrorKind::NotFound => HarnessError::NoBackend(
-                "TLS mode needs the `openssl` command: apt-get install -y openssl (scripts/ensure-zookeeper does)"
+                "TLS mode needs the `openssl` command: apt-get install -y openssl \
+                 (scripts/ensure-zookeeper does)"
                     .into(),
             ),
             _ => HarnessError::Io { context: "running openssl".into(), source: e },
-        })?;
+        },
+    )?;
     if out.status.success() {
         Ok(())
     } else {

@@ -15,7 +15,10 @@ pub enum HarnessError {
     BadBackend(String),
 
     /// A server process exited, or never answered `srvr`, during start-up.
-    #[error("ZooKeeper node {node} did not become ready within {waited_ms} ms (log: {log}); log tail:\n{log_tail}")]
+    #[error(
+        "ZooKeeper node {node} did not become ready within {waited_ms} ms (log: {log}); log \
+         tail:\n{log_tail}"
+    )]
     NotReady {
         /// Index of the node.
         node: usize,
@@ -33,7 +36,11 @@ pub enum HarnessError {
     BadVersion(String),
 
     /// The ZooKeeper version asked for is not unpacked on this machine.
-    #[error("ZooKeeper {version} is not at hand (looked in {looked}): run `scripts/ensure-zookeeper-versions {version}`, or point ZOOKEEPER_HOME at an install of it and set ZK_VERSION={version}")]
+    #[error(
+        "ZooKeeper {version} is not at hand (looked in {looked}): run \
+         `scripts/ensure-zookeeper-versions {version}`, or point ZOOKEEPER_HOME at an install of it \
+         and set ZK_VERSION={version}"
+    )]
     MissingVersion {
         /// The version asked for.
         version: crate::ZkVersion,
@@ -42,7 +49,10 @@ pub enum HarnessError {
     },
 
     /// A server reported (`srvr`) another version than the one it was started as.
-    #[error("ZooKeeper node {node} was asked to run {asked} but reports {}", got.map_or("no version".to_string(), |v| v.to_string()))]
+    #[error(
+        "ZooKeeper node {node} was asked to run {asked} but reports {}",
+        got.map_or("no version".to_string(), |v| v.to_string())
+    )]
     WrongVersion {
         /// Index of the node.
         node: usize,

@@ -220,7 +220,8 @@ fn write_config(dir: &Path, port: u16, max_life: Duration) -> Result<(), Harness
     );
     let krb5_conf = format!(
         "[libdefaults]\n default_realm = {REALM}\n dns_lookup_realm = false\n dns_lookup_kdc = false\n \
-         rdns = false\n dns_canonicalize_hostname = false\n ticket_lifetime = {life}s\n forwardable = false\n\n\
+         rdns = false\n dns_canonicalize_hostname = false\n ticket_lifetime = {life}s\n \
+         forwardable = false\n\n\
          [realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n  kdc = tcp/127.0.0.1:{port}\n }}\n\n\
          [domain_realm]\n localhost = {REALM}\n 127.0.0.1 = {REALM}\n"
     );

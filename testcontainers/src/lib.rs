@@ -41,8 +41,8 @@
 //!   ([`ZkCluster::restart_as`]); each server's `srvr` version is checked after it starts.
 //!
 //! Backends: the local one (default) runs the version's jars (Debian 12's `zookeeper` package for
-//! 3.8.0) or `$ZOOKEEPER_HOME` as `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks one; the Docker backend sits
-//! behind the `docker` cargo feature.
+//! 3.8.0) or `$ZOOKEEPER_HOME` as `java` processes. `ZK_TEST_BACKEND=auto|local|docker` picks
+//! one; the Docker backend sits behind the `docker` cargo feature.
 
 mod certs;
 mod cluster;

@@ -101,7 +101,11 @@ impl PostgresServer {
                     return Ok(PostgresServer { process, port, dir: Some(dir) });
                 }
                 Err(e) => {
-                    tracing::warn!(attempt, error = %e, "PostgreSQL start failed; retrying with a fresh port");
+                    tracing::warn!(
+                        attempt,
+                        error = %e,
+                        "PostgreSQL start failed; retrying with a fresh port"
+                    );
                     process.stop();
                     last_err = Some(e);
                 }

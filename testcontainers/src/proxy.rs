@@ -264,7 +264,8 @@ fn abort(stream: &TcpStream) {
         libc::connect(stream.as_raw_fd(), &unspec, std::mem::size_of::<libc::sockaddr>() as libc::socklen_t)
     };
     if rc != 0 {
-        tracing::warn!(error = %std::io::Error::last_os_error(), "could not abort a proxied connection; cutting it");
+        let error = std::io::Error::last_os_error();
+        tracing::warn!(%error, "could not abort a proxied connection; cutting it");
         let _ = stream.shutdown(Shutdown::Both);
     }
 }

@@ -78,8 +78,9 @@ async fn a_stalled_disk_holds_writes_while_the_server_answers_pings() {
         let writer = writer.clone();
         async move { create(&writer, "/during").await }
     });
-    tokio::time::sleep(Duration::from_secs(1)).await; // the part of the stall we observe
-                                                      // The server answers pings and reports itself healthy...
+    // The part of the stall we observe.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The server answers pings and reports itself healthy...
     assert_eq!(cluster.four_letter(0, "ruok").await.expect("ruok"), "imok");
     assert_eq!(cluster.mode(0).await, Some(Mode::Standalone));
     // ...while the write has not completed: it waits for its log's fdatasync. (A standalone

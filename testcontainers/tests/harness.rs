@@ -164,7 +164,8 @@ async fn proxy_reset_fails_the_request_in_flight_with_the_socket_error() {
     proxy.set_reply_latency(Duration::from_secs(3));
     let creating = tokio::spawn({
         let client = client.clone();
-        async move { client.create("/reset", b"", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await }
+        let open = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        async move { client.create("/reset", b"", &open).await }
     });
     within("create landed", async {
         while observer.check_stat("/reset").await.expect("stat").is_none() {

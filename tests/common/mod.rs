@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod peers;
+pub mod queued;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -45,7 +45,8 @@ impl ZkCluster {
     ///
     /// # Errors
     /// [`HarnessError::NotPartitionable`] for a cluster started without
-    /// [`ClusterConfig::partitionable`](crate::ClusterConfig::partitionable) (or a standalone one), [`HarnessError::NoSuchNode`].
+    /// [`ClusterConfig::partitionable`](crate::ClusterConfig::partitionable) (or a standalone
+    /// one), [`HarnessError::NoSuchNode`].
     pub fn partition(&self, k: usize) -> Result<(), HarnessError> {
         if self.links.is_empty() {
             return Err(HarnessError::NotPartitionable);
