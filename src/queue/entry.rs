@@ -10,12 +10,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
+use zookeeper_client::{Error as ZkError, WatchedEvent};
 
+use super::sender::Sender;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::{Conn, Departure};
-use crate::util::{on_connection_loss, poll_now, Janitor};
+use crate::util::{poll_now, Janitor};
 
 /// What the data watch on our own node reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,13 +49,13 @@ pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
 ///
 /// No task is spawned: the returned future is polled once here, which sends the request, and is
 /// then polled by its owner. See [`OwnCheck`] for what that allows.
-fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) {
-    let (client, path) = (client.clone(), path.to_string());
+fn watch_own_node(sender: Sender<'_>, path: &str) -> (PendingEvent, OwnCheck) {
     // Taken before the request goes out: any change of the connection after it shows.
-    let check = OwnCheck { armed: Arc::default(), state: client.state_watcher() };
+    let check = OwnCheck { armed: Arc::default(), state: sender.state() };
     let armed = check.armed.clone();
+    let answer = sender.own_data_watch(path);
     let mut event: PendingEvent = Box::pin(async move {
-        match client.get_and_watch_data(&path).await {
+        match answer.await {
             Ok((data, _, watcher)) if data != crate::markers::REVOKE => {
                 armed.store(true, std::sync::atomic::Ordering::SeqCst);
                 watcher.changed().await.into()
@@ -210,64 +211,17 @@ impl Drop for PendingCreate {
             (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.protection));
         self.janitor.spawn("cancelled create", async move {
             // Sent after the create, so ZooKeeper's per-session FIFO order makes the create visible.
-            match find_ours(&conn.client, &root, &protection).await {
+            let sender = Sender::new(&conn, &root);
+            match sender.find_ours(&protection).await {
                 Ok(found) => {
                     for (name, _) in found {
-                        conn.delete_quietly(&root.child(&name)).await;
+                        sender.delete_quietly(&root.child(&name)).await;
                     }
                 }
                 Err(e) => tracing::debug!(error = %e, %root, "cleanup after a cancelled create"),
             }
         });
     }
-}
-
-/// Children of `root` that carry `protection` and belong to *this* session, with their czxid.
-/// A node with our prefix but another owner is from an older session (CURATOR-604): never ours.
-///
-/// The listing follows a `sync`, so that it shows every create of ours that will ever take
-/// effect, even one whose answer a lost connection took with it while the leader still had it
-/// in flight (its commit held up by a slow disk, say) and the listing is served by another
-/// server. The leader answers a `sync` only after every write it took in before it, and a create
-/// still on its way to the leader once we reconnected elsewhere fails there (the session moved).
-/// Without it, the create lands after an empty listing: we create again, and the first node
-/// stays in our live session, ahead of everyone (the third chaos soak's 33 s read/write-lock
-/// stall; `tests/late_create.rs`).
-pub(crate) async fn find_ours(
-    client: &Client,
-    root: &LockPath,
-    protection: &str,
-) -> Result<Vec<(String, i64)>> {
-    let listed = on_connection_loss(|| {
-        // Pipelined: the server answers the listing after the sync.
-        let synced = client.sync(root.as_str());
-        let listed = client.list_children(root.as_str());
-        async move {
-            synced.await?;
-            listed.await
-        }
-    })
-    .await;
-    let children = match listed {
-        Ok(children) => children,
-        Err(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(Error::from_zk("list", root.as_str(), e)),
-    };
-    let session = client.session_id().0;
-    let mut ours = Vec::new();
-    for name in children.into_iter().filter(|c| c.starts_with(protection)) {
-        let path = root.child(&name);
-        match on_connection_loss(|| client.get_data(&path)).await {
-            Ok((_, stat)) if stat.ephemeral_owner == session => ours.push((name, stat.czxid)),
-            Ok((_, stat)) => {
-                tracing::warn!(node = %path, owner = format_args!("{:#x}", stat.ephemeral_owner),
-                    "node has our protection prefix but another session's owner; not ours")
-            }
-            Err(ZkError::NoNode) => {}
-            Err(e) => return Err(Error::from_zk("get", &path, e)),
-        }
-    }
-    Ok(ours)
 }
 
 /// The watch on our own node: deletion by someone else, data changes (revocation). Its state
@@ -444,9 +398,10 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
     pub async fn watch_self(&mut self) -> Result<()> {
+        let sender = Sender::new(&self.conn, &self.root);
         // Taken before the request goes out (see `OwnCheck`).
-        let state = self.conn.client.state_watcher();
-        match on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
+        let state = sender.state();
+        match sender.watch_data(&self.path).await {
             Ok((data, _, watcher)) => {
                 let event: PendingEvent = Box::pin(async move { watcher.changed().await.into() });
                 self.own.set(event, OwnCheck::answered(state), None);
@@ -463,7 +418,7 @@ impl Entry {
     /// Sets the data watch on our node without waiting for its answer (see [`watch_own_node`]).
     /// It takes over from the listing's child watch, if that stood in.
     pub fn send_own_watch(&mut self) {
-        let (event, check) = watch_own_node(&self.conn.client, &self.path);
+        let (event, check) = watch_own_node(Sender::new(&self.conn, &self.root), &self.path);
         self.own.set(event, check, None);
     }
 
@@ -528,8 +483,8 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] when our node is gone; errors of the write.
     pub async fn touch(&mut self) -> Result<()> {
-        let (client, path, data) = (&self.conn.client, self.path.as_str(), self.data.as_slice());
-        match on_connection_loss(|| client.set_data(path, data, None)).await {
+        let path = self.path.as_str();
+        match Sender::new(&self.conn, &self.root).write(path, &self.data).await {
             Ok(_) => Ok(()),
             Err(ZkError::NoNode) => Err(Error::NodeDeleted { path: path.to_string() }),
             Err(e) => Err(Error::from_zk("announce", path, e)),
@@ -580,7 +535,7 @@ impl Entry {
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
         let departure = self.leaving.departure();
-        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, departure)).await {
+        let result = match Sender::new(&self.conn, &self.root).delete(&self.path, departure).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -691,12 +646,12 @@ impl Drop for Entry {
             return;
         }
         let departure = self.leaving.departure();
-        let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
+        let (conn, root, path) = (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.take_event();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly_as(&path, departure).await;
+            Sender::new(&conn, &root).leave_quietly(&path, departure).await;
             drop(own);
         });
     }
@@ -705,7 +660,7 @@ impl Drop for Entry {
 #[cfg(test)]
 mod tests {
     use zk_testcluster::ZkCluster;
-    use zookeeper_client::{Acls, CreateMode};
+    use zookeeper_client::{Acls, Client, CreateMode};
 
     use super::*;
 
@@ -731,13 +686,13 @@ mod tests {
             old.create(&root.child(&format!("{protection}lock-")), b"old", &options).await.unwrap();
 
         assert!(
-            find_ours(&current, &root, protection).await.unwrap().is_empty(),
+            Sender::new(&conn, &root).find_ours(protection).await.unwrap().is_empty(),
             "adopted another session's node"
         );
 
         let (mine, seq) =
             current.create(&root.child(&format!("{protection}lock-")), b"new", &options).await.unwrap();
-        let found = find_ours(&current, &root, protection).await.unwrap();
+        let found = Sender::new(&conn, &root).find_ours(protection).await.unwrap();
         assert_eq!(found, vec![(format!("{protection}lock-{seq}"), mine.czxid)]);
         assert_ne!(found[0].1, stale_stat.czxid);
 

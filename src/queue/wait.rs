@@ -6,12 +6,13 @@ use zookeeper_client::{Error as ZkError, EventType};
 use super::entry::{Entry, OwnEvent};
 use super::events::{Progress, QueueEvent};
 use super::rule::{Admission, Decision};
+use super::sender::Sender;
 use super::stats::Count;
 use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Watching, Woke};
 use super::{session_error, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
-use crate::util::{on_connection_loss, poll_now};
+use crate::util::poll_now;
 
 impl Queue {
     /// Waits until `rule` admits our entry, starting from `children` (a listing made after our
@@ -243,7 +244,7 @@ impl Queue {
     ) -> Result<Vec<String>> {
         if let Some(watch) = listed.take() {
             if let Some((first, ahead, head)) = report {
-                let holder = entry.conn().client.get_data(&self.root.child(&head)).await.ok();
+                let holder = Sender::new(entry.conn(), &self.root).read(&self.root.child(&head)).await.ok();
                 let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
                 // Reported once we watch: whatever the caller does on hearing it, we will see.
                 self.report_wait(entry.name(), progress, (first, ahead), holder, &head);
@@ -261,8 +262,7 @@ impl Queue {
     /// [`Queue::watch_children`]).
     async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        let client = entry.conn().client.clone();
-        match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
+        match Sender::new(entry.conn(), &self.root).list_watching().await {
             Ok((children, watcher)) => {
                 *listed = Some(Box::pin(watcher.changed()));
                 Ok(children)
