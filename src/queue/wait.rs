@@ -65,8 +65,8 @@ impl Queue {
                     progress,
                 )
                 .await?;
-            if let Some(at_head) = round.behind_head(woke, &mut kept.tombs) {
-                return self.enter_behind_head(entry, &round, at_head, kept, progress).await;
+            if self.enter_behind_head(entry, &round, woke, &mut kept, progress).await? {
+                return Ok(());
             }
             children = self.list_on(entry.conn()).await?;
             if let Some(delay) = self.lock_delay {
@@ -133,18 +133,20 @@ impl Queue {
         }
     }
 
-    /// Enters on the event that woke us alone (see [`WaitRound::behind_head`]), if our own node
-    /// still exists (someone may have deleted it in an earlier transaction; then we must not
-    /// enter). The watch on our own node, set before the ones on the node ahead, tells us
-    /// without a request while it vouches (see `OwnCheck`); else we read our node again.
+    /// Enters on the event that woke us alone when it admits us (see
+    /// [`WaitRound::behind_head`]; `Ok(false)`: it does not, list again), if our own node still
+    /// exists (someone may have deleted it in an earlier transaction; then we must not enter).
+    /// The watch on our own node, set before the ones on the node ahead, tells us without a
+    /// request while it vouches (see `OwnCheck`); else we read our node again.
     async fn enter_behind_head(
         &self,
         entry: &mut Entry,
         round: &WaitRound,
-        at_head: bool,
-        mut kept: Kept,
+        woke: Woke,
+        kept: &mut Kept,
         progress: &mut Progress<'_>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let Some(at_head) = round.behind_head(woke, &mut kept.tombs) else { return Ok(false) };
         match entry.own_fired() {
             Some(OwnEvent::Deleted) => return Err(entry.gone()),
             Some(OwnEvent::Session(state)) => return Err(session_error(state)),
@@ -169,9 +171,10 @@ impl Queue {
             entry.hold_back(delay);
         }
         // Unfired tombstone watches never fire: dropped (removed), not kept.
-        drop(kept.tombs);
+        kept.tombs.clear();
         self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-        self.hold_back(entry, progress).await
+        self.hold_back(entry, progress).await?;
+        Ok(true)
     }
 
     /// With the lock delay, after a listing: a watched node that is gone left cleanly if its
