@@ -14,9 +14,9 @@
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
 //!   revocation request. On a guessed fresh path (above), and in a session whose recent joins
 //!   found their node alone (an idle lock), the listing's child watch on the parent stands in
-//!   for it while we hold and nobody else joins (see `entry::own_watch_from_listing`); a waiter
-//!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
-//!   it comes, costs no request;
+//!   for it while we hold and nobody else joins (see `own_watch::own_watch_from_listing`); a
+//!   waiter there (a wrong guess) sets the data watch as anywhere, and the child watch's one
+//!   event, if it comes, costs no request;
 //! * a waiter watches one node with a data watch (no herd). With tombstones
 //!   ([`Admission::leaves_tombstone`]: a mutex's, a latch's, a read/write lock's writers'), the waiter right
 //!   behind a node also watches that node's tombstone's name (an exists watch): a holder
@@ -24,9 +24,10 @@
 //!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
 //!   nothing after the joins. A holder that knows nobody is behind it (its join's listing
 //!   showed it alone, and that listing's child watch, standing in for the data watch, has not
-//!   fired since: see `entry::AloneCheck`) deletes plainly: a tombstone would be for no one. Without them (a lock delay), a rule may name a second node to
-//!   watch, further ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead
-//!   too), so that a deletion notifies at most two waiters. Watches that have not fired are
+//!   fired since: see `own_watch::AloneCheck`) deletes plainly: a tombstone would be for no
+//!   one. Without them (a lock delay), a rule may name a second node to watch, further ahead
+//!   ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead too), so that a
+//!   deletion notifies at most two waiters. Watches that have not fired are
 //!   kept from one round to the next, not set again, and once admitted until they fire (a
 //!   tombstone's watch that has not fired by its node's deletion never will: it is dropped).
 //!   The one waiter that watches the parent's children is a semaphore's first waiter, which any
@@ -40,6 +41,7 @@
 mod entry;
 mod events;
 mod join;
+mod own_watch;
 mod plan;
 mod rule;
 mod sender;
@@ -51,9 +53,10 @@ use std::sync::Arc;
 
 use zookeeper_client::{Acl, Acls, Error as ZkError, MultiReadResult, SessionState};
 
-pub(crate) use self::entry::{AloneCheck, Entry, EntryParts, OwnEvent, PendingEvent};
+pub(crate) use self::entry::{Entry, EntryParts};
 pub use self::events::{GiveUpReason, QueueEvent};
 pub(crate) use self::events::{Progress, Sink};
+pub(crate) use self::own_watch::{AloneCheck, OwnEvent, PendingEvent};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
 use self::sender::Sender;
 pub use self::stats::QueueStats;
@@ -146,11 +149,12 @@ impl Queue {
 
     /// Whether tombstones are on (see [`Admission::leaves_tombstone`]): a holder the rule says
     /// is admitted at the head leaves one in the transaction that deletes its node
-    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`entry::AloneCheck`), and the waiter right behind it watches its name instead of the
-    /// node two ahead: seeing the tombstone's creation and then the node's deletion, it is the
-    /// head, and enters with no listing. Any other deletion (a waiter giving up, an expiry, a
-    /// peer's release) makes it list as before. Off with a lock delay, whose waiters read how
-    /// each node ahead left in their own way.
+    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`own_watch::AloneCheck`),
+    /// and the waiter right behind it watches its name instead of the node two ahead: seeing
+    /// the tombstone's creation and then the node's deletion, it is the head, and enters with
+    /// no listing. Any other deletion (a waiter giving up, an expiry, a peer's release) makes
+    /// it list as before. Off with a lock delay, whose waiters read how each node ahead left in
+    /// their own way.
     fn tombstones(&self) -> bool {
         self.lock_delay.is_none()
     }

@@ -43,7 +43,7 @@ pub(super) enum Listing {
     /// The children.
     Plain,
     /// The children, with a child watch that stands in for the data watch on our node (see
-    /// `entry::own_watch_from_listing`).
+    /// `own_watch::own_watch_from_listing`).
     ChildWatch,
     /// The children and the root's version (see `Queue::verify_root`).
     RootVersion,

@@ -3,8 +3,9 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent};
+use super::entry::Entry;
 use super::events::{Progress, QueueEvent};
+use super::own_watch::OwnEvent;
 use super::rule::{Admission, Decision};
 use super::sender::Sender;
 use super::stats::Count;

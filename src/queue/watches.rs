@@ -2,8 +2,9 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent};
+use super::entry::Entry;
 use super::events::Progress;
+use super::own_watch::OwnEvent;
 use super::sender::Sender;
 use super::stats::Count;
 use super::{session_error, Queue};
