@@ -502,10 +502,10 @@ impl LockCore {
     /// Asks every current holder to release (see [`crate::request_revocation`]); returns how
     /// many requests reached a node.
     pub async fn revoke_holders(&self) -> Result<usize> {
-        let client = self.queue.conn().await?.client;
+        let conn = self.queue.conn().await?;
         let mut sent = 0;
         for holder in self.participants().await?.into_iter().filter(|p| p.is_holder) {
-            if crate::revocation::revoke_node(&client, &self.queue.root().child(&holder.node)).await? {
+            if self.queue.revoke(&conn, &holder.node).await? {
                 sent += 1;
             }
         }

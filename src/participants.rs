@@ -2,7 +2,7 @@
 
 use zookeeper_client::MultiReadResult;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::naming::read_data;
 use crate::queue::{Admission, Decision, Queue};
 
@@ -40,13 +40,7 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
-    let mut reader = conn.client.new_multi_reader();
-    for node in &nodes {
-        reader
-            .add_get_data(&queue.root().child(&node.name))
-            .map_err(Error::zk("get", queue.root().as_str()))?;
-    }
-    let results = reader.commit().await.map_err(Error::zk("multi-read", queue.root().as_str()))?;
+    let results = queue.read_nodes(&conn, &nodes).await?;
     // Nodes gone between the listing and the read are left out; positions follow what remains.
     let present: Vec<_> = nodes
         .into_iter()

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
-use super::lifecycle::{Leadership, Lifecycle};
+use super::election::{election_handle, lock_setters, Election, Handle};
+use super::lifecycle::Leadership;
 use crate::error::{Error, Result};
-use crate::format::NodeFormat;
 use crate::guard::HoldView;
-use crate::lock_core::{Acquire, FirstN, LockCore, LockSpec, NameScheme, Participant};
+use crate::lock_core::{FirstN, LockCore, LockSpec, NameScheme};
 use crate::markers::LATCH;
 use crate::options::LockOptions;
 use crate::session::Session;
@@ -30,46 +30,14 @@ impl LatchOptions {
     pub fn new() -> LatchOptions {
         LatchOptions::default()
     }
+}
 
-    /// The participant id stored as our node's data (shown by `participants()` and `leader()`,
-    /// here and in Curator's `getLeader()`), as [`crate::LockOptions::participant_id`] and
-    /// [`crate::SelectorOptions::participant_id`]. Default: `hostname:pid`.
-    pub fn participant_id(mut self, id: impl Into<String>) -> LatchOptions {
-        self.lock = self.lock.participant_id(id);
-        self
-    }
-
-    /// The `role` label of this latch's metrics (see [`crate::LockOptions::metrics_role`]).
-    pub fn metrics_role(mut self, role: &str) -> LatchOptions {
-        self.lock = self.lock.metrics_role(role);
-        self
-    }
-
-    /// Whether a suspended connection ends leadership.
-    pub fn loss_policy(mut self, policy: LossPolicy) -> LatchOptions {
-        self.lock = self.lock.loss_policy(policy);
-        self
-    }
-
-    /// The ACLs of the nodes the latch creates, parents included (default: open, as Curator's).
-    pub fn acls(mut self, acls: zookeeper_client::Acls<'_>) -> LatchOptions {
-        self.lock = self.lock.acls(acls);
-        self
-    }
-
+lock_setters! {
+    LatchOptions,
+    "latch",
     /// The longest leadership may last (default: no limit), as
     /// [`crate::LockOptions::max_hold`]: when it passes, leadership is lost as on any loss, and
     /// the latch rejoins the election at the back of the queue (alone, it leads again at once).
-    pub fn max_hold(mut self, limit: Duration) -> LatchOptions {
-        self.lock = self.lock.max_hold(limit);
-        self
-    }
-
-    /// Curator's `LeaderLatch` names (default), or kazoo's `Election` (a `Lock`).
-    pub fn format(mut self, format: NodeFormat) -> LatchOptions {
-        self.lock = self.lock.format(format);
-        self
-    }
 }
 
 /// Leader election where the participant whose node is first in sequence order leads,
@@ -118,52 +86,22 @@ impl LatchOptions {
 /// ```
 #[derive(Clone)]
 pub struct LeaderLatch {
-    handle: Arc<Handle>,
+    handle: Arc<Handle<Inner>>,
 }
 
-/// What the clones of one latch share. The election task holds [`Inner`], not this: the latch
-/// closes when the last clone is dropped, whatever the task is doing.
-struct Handle {
-    inner: Arc<Inner>,
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.inner.life.close_in_background();
-    }
-}
-
+/// What the election task holds.
 struct Inner {
-    core: LockCore,
-    id: String,
+    election: Election,
     policy: LossPolicy,
-    life: Lifecycle,
     /// Whether the current term was asked to step down (`true` until the term ends).
     revocation: watch::Sender<bool>,
     /// The current term's hold, while we lead: where [`LeaderLatch::proclaim`] writes.
     term: std::sync::Mutex<Option<HoldView>>,
 }
 
-impl std::fmt::Debug for LeaderLatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderLatch")
-            .field("path", self.inner().core.path())
-            .field("id", &self.inner().id)
-            .field("leadership", &self.inner().life.current())
-            .finish()
-    }
-}
+election_handle!(LeaderLatch, Inner, LatchOptions, "latch");
 
 impl LeaderLatch {
-    /// A latch on `path` with default options (participant id `hostname:pid`), as every
-    /// recipe's `new`. Nothing is sent until [`LeaderLatch::start`].
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(session: &Session, path: &str) -> Result<LeaderLatch> {
-        Self::with_options(session, path, LatchOptions::new())
-    }
-
     /// A latch on `path` with explicit options, the participant id among them
     /// ([`LatchOptions::participant_id`], default `hostname:pid`; Curator's
     /// `new LeaderLatch(client, path, id)`), as every recipe's `with_options`. Nothing is sent
@@ -172,10 +110,8 @@ impl LeaderLatch {
     /// # Errors
     /// [`Error::InvalidPath`] for an invalid path.
     pub fn with_options(session: &Session, path: &str, options: LatchOptions) -> Result<LeaderLatch> {
-        let id = options.lock.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
-        // An election watches its own node (leadership ends the moment it is deleted) and
-        // reports revocation requests; one task acquires, so it needs no local turn.
-        let lock = options.lock.participant_id(id.clone()).revocable(true);
+        let (id, lock) = Election::options(options.lock);
+        // One task acquires: it needs no local turn.
         let spec = LockSpec {
             recipe: "leader-latch",
             scheme: NameScheme::curator(&[LATCH]),
@@ -187,9 +123,7 @@ impl LeaderLatch {
         };
         let core = LockCore::build(session, path, spec, &lock)?;
         let inner = Inner {
-            life: Lifecycle::new(core.path().as_str()),
-            core,
-            id,
+            election: Election::new(core, id),
             policy: lock.loss_policy,
             revocation: watch::channel(false).0,
             term: std::sync::Mutex::new(None),
@@ -207,8 +141,9 @@ impl LeaderLatch {
     /// [`Error::AlreadyStarted`], or [`Error::Closed`] after [`LeaderLatch::close`].
     pub fn start(&self) -> Result<()> {
         let inner = self.inner().clone();
-        let span = tracing::info_span!("leader_latch", path = %inner.core.path(), id = %inner.id);
-        self.inner().life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
+        let span =
+            tracing::info_span!("leader_latch", path = %inner.election.core.path(), id = %inner.election.id);
+        self.election().life.start(move |closing| tracing::Instrument::instrument(run(inner, closing), span))
     }
 
     /// Leaves the election: gives up leadership, deletes our node, and waits for that. It closes
@@ -217,18 +152,8 @@ impl LeaderLatch {
     /// # Cancel safety
     /// If dropped, the latch still closes; its node is deleted in the background.
     pub async fn close(&self) {
-        self.inner().life.close().await;
-        self.inner().core.settled().await;
-    }
-
-    /// Whether we lead now.
-    pub fn has_leadership(&self) -> bool {
-        self.inner().life.current().is_leader()
-    }
-
-    /// Leadership changes, starting with the current state, for `select!` and `wait_for`.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.inner().life.subscribe()
+        self.election().life.close().await;
+        self.election().core.settled().await;
     }
 
     /// Whether someone asked the current leader, us, to step down ([`crate::request_revocation`]
@@ -243,32 +168,6 @@ impl LeaderLatch {
         self.inner().revocation.subscribe()
     }
 
-    /// Asks the current leader of this latch's path to step down, by setting `__REVOKE__` on its
-    /// node (see [`crate::request_revocation`]); returns how many requests reached a node (0 or
-    /// 1). A [`LeaderLatch`] reports it ([`LeaderLatch::revocation`]); a
-    /// [`crate::LeaderSelector`] steps down; Curator's and kazoo's leaders ignore it.
-    ///
-    /// # Errors
-    /// As [`crate::request_revocation`].
-    ///
-    /// # Cancel safety
-    /// A request already sent stays sent.
-    pub async fn revoke_leader(&self) -> Result<usize> {
-        self.inner().core.revoke_holders().await
-    }
-
-    /// Waits until we lead; returns the fencing token of the term.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] if the latch is closed first; the election's error (for example
-    /// [`Error::SessionExpired`]) if it stopped.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only observes.
-    pub async fn await_leadership(&self) -> Result<u64> {
-        self.inner().life.await_leadership().await
-    }
-
     /// As [`LeaderLatch::await_leadership`], but `Ok(None)` after `timeout`.
     ///
     /// # Errors
@@ -277,29 +176,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn await_leadership_timeout(&self, timeout: Duration) -> Result<Option<u64>> {
-        self.inner().life.await_leadership_timeout(timeout).await
-    }
-
-    /// The current leader (the first participant), if any.
-    ///
-    /// # Errors
-    /// [`Error::SessionExpired`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        Ok(self.participants().await?.into_iter().next())
-    }
-
-    /// Every participant in sequence order; the first leads.
-    ///
-    /// # Errors
-    /// As [`LeaderLatch::leader`].
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        self.inner().core.participants().await
+        self.election().life.await_leadership_timeout(timeout).await
     }
 
     /// Proclaims `value` as the leader: what [`crate::LeaderObserver`]s and `participants()`
@@ -318,17 +195,14 @@ impl LeaderLatch {
     /// The write is sent when this is called; dropping the future does not withdraw it.
     pub async fn proclaim(&self, value: &[u8]) -> Result<()> {
         let inner = self.inner();
-        let lost = || Error::LockLost { path: inner.core.path().as_str().to_string() };
+        let lost = || Error::LockLost { path: inner.election.core.path().as_str().to_string() };
         let term = crate::util::lock(&inner.term).clone();
         match term {
-            Some(term) if inner.life.current().is_leader() => term.proclaim(&inner.id, value).await,
+            Some(term) if inner.election.life.current().is_leader() => {
+                term.proclaim(&inner.election.id, value).await
+            }
             _ => Err(lost()),
         }
-    }
-
-    /// This participant's id.
-    pub fn id(&self) -> &str {
-        &self.inner().id
     }
 
     /// Resolves once every background cleanup of this latch has finished.
@@ -336,7 +210,7 @@ impl LeaderLatch {
     /// # Cancel safety
     /// Cancel-safe.
     pub async fn settled(&self) {
-        self.inner().core.settled().await
+        self.election().core.settled().await
     }
 }
 
@@ -345,24 +219,13 @@ impl LeaderLatch {
 /// our node was deleted or the session expired; stop when closed or when the session is closed.
 async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()> {
     loop {
-        let guard = tokio::select! {
-            // Dropping the acquire deletes our node (or a create in flight) in the background.
-            _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire(Acquire::forever()) => {
-                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
-            }
-        };
-        let guard = match guard {
-            Ok(guard) => guard,
-            Err(Error::NodeDeleted { .. }) => continue,
-            Err(e) => return Err(e),
-        };
+        let Some(guard) = inner.election.await_term(&mut closing).await? else { return Ok(()) };
         let token = guard.fencing_token();
         *crate::util::lock(&inner.term) = Some(guard.view());
         let mut status = guard.status();
         loop {
             let now = *status.borrow_and_update();
-            inner.life.set(if inner.policy.is_lost(now) {
+            inner.election.life.set(if inner.policy.is_lost(now) {
                 Leadership::NotLeader
             } else {
                 Leadership::Leader { fencing_token: token }
@@ -375,7 +238,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
             }
             tokio::select! {
                 _ = &mut closing => {
-                    inner.life.set(Leadership::NotLeader);
+                    inner.election.life.set(Leadership::NotLeader);
                     *crate::util::lock(&inner.term) = None;
                     inner.revocation.send_replace(false);
                     let _ = guard.release().await;
@@ -388,7 +251,7 @@ async fn run(inner: Arc<Inner>, mut closing: oneshot::Receiver<()>) -> Result<()
         *crate::util::lock(&inner.term) = None;
         inner.revocation.send_replace(false);
         let _ = guard.release().await;
-        if inner.core.session().is_closed() {
+        if inner.election.core.session().is_closed() {
             return Err(Error::SessionClosed);
         }
         tracing::info!(

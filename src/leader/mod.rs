@@ -2,6 +2,7 @@
 //! [`LeaderObserver`] to follow an election without joining it.
 
 mod context;
+mod election;
 mod latch;
 mod lifecycle;
 mod observer;

@@ -9,12 +9,14 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, oneshot, watch, Notify};
 
 use super::context::LeadershipContext;
-use super::lifecycle::{Leadership, Lifecycle};
-use crate::error::{Error, Result};
-use crate::lock_core::{Acquire, LockCore, LockSpec, Participant};
+use super::election::{election_handle, lock_setters, Election, Handle};
+use super::lifecycle::Leadership;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::lock_core::{LockCore, LockSpec};
 use crate::options::LockOptions;
 use crate::session::Session;
-use crate::status::{LockStatus, LossPolicy};
+use crate::status::LockStatus;
 
 /// Options for a [`LeaderSelector`].
 #[derive(Clone, Debug)]
@@ -34,18 +36,9 @@ impl Default for SelectorOptions {
 
 impl SelectorOptions {
     /// The defaults: participant id `hostname:pid` ([`crate::default_participant_id`]), no
-    /// requeue, 5 s grace, the default [`LossPolicy`], Curator names.
+    /// requeue, 5 s grace, the default [`crate::LossPolicy`], Curator names.
     pub fn new() -> SelectorOptions {
         SelectorOptions { lock: LockOptions::new(), auto_requeue: false, grace: Duration::from_secs(5) }
-    }
-
-    /// The participant id stored as our node's data (shown by `participants()` and `leader()`,
-    /// here and in Curator's `getParticipants()`; Curator's `setId()`), as
-    /// [`crate::LockOptions::participant_id`] and [`crate::LatchOptions::participant_id`].
-    /// Default: `hostname:pid`.
-    pub fn participant_id(mut self, id: impl Into<String>) -> SelectorOptions {
-        self.lock = self.lock.participant_id(id);
-        self
     }
 
     /// Rejoin the queue after each term (Curator's `autoRequeue()`).
@@ -61,31 +54,11 @@ impl SelectorOptions {
         self.grace = grace;
         self
     }
+}
 
-    /// The ACLs of the nodes the selector creates (`Acls::creator_all()`, `Acls::anyone_all()`, ...).
-    pub fn acls(mut self, acls: zookeeper_client::Acls<'_>) -> SelectorOptions {
-        self.lock = self.lock.acls(acls);
-        self
-    }
-
-    /// Curator's lock names (default) or kazoo's.
-    pub fn format(mut self, format: crate::format::NodeFormat) -> SelectorOptions {
-        self.lock = self.lock.format(format);
-        self
-    }
-
-    /// The `role` label of this selector's metrics (see [`crate::LockOptions::metrics_role`]).
-    pub fn metrics_role(mut self, role: &str) -> SelectorOptions {
-        self.lock = self.lock.metrics_role(role);
-        self
-    }
-
-    /// Whether a suspended connection ends the term.
-    pub fn loss_policy(mut self, policy: LossPolicy) -> SelectorOptions {
-        self.lock = self.lock.loss_policy(policy);
-        self
-    }
-
+lock_setters! {
+    SelectorOptions,
+    "selector",
     /// The longest a term may last (default: no limit), as [`crate::LockOptions::max_hold`]:
     /// when it passes, leadership is lost and the term ends as on any loss
     /// ([`TermOutcome::Lost`]): [`LeaderSelector::has_leadership`] turns false, the task is told
@@ -96,10 +69,6 @@ impl SelectorOptions {
     /// the next leader; so two terms' tasks never overlap at a limit. The delete is not a
     /// clean release (as a lock's at its limit). With auto-requeue, the selector queues again
     /// behind the others.
-    pub fn max_hold(mut self, limit: Duration) -> SelectorOptions {
-        self.lock = self.lock.max_hold(limit);
-        self
-    }
 }
 
 /// How a term ended, as [`LeaderSelector::terms`] reports it.
@@ -109,7 +78,7 @@ pub enum TermOutcome {
     /// The task returned: leadership was relinquished.
     Returned,
     /// Leadership was lost (our node deleted, the session expired, suspended under the
-    /// default [`LossPolicy`], or [`SelectorOptions::max_hold`] passed); the task was told to
+    /// default [`crate::LossPolicy`], or [`SelectorOptions::max_hold`] passed); the task was told to
     /// stop.
     Lost,
     /// [`LeaderSelector::interrupt`] ended the term.
@@ -134,7 +103,7 @@ mod sealed {
 }
 
 /// What a leadership task may return: `()`, or `Result<(), E>` for any `E: Display` (this
-/// crate's [`Error`], `Box<dyn std::error::Error + Send + Sync>`, `String`, ...), so that `?`
+/// crate's [`crate::Error`], `Box<dyn std::error::Error + Send + Sync>`, `String`, ...), so that `?`
 /// works inside the task. An `Err` ends the term as [`TermOutcome::Failed`]; see
 /// [`LeaderSelector::start`]. Implemented for those two shapes only.
 pub trait TermResult: sealed::Sealed {
@@ -228,25 +197,12 @@ type Task =
 /// ```
 #[derive(Clone)]
 pub struct LeaderSelector {
-    handle: Arc<Handle>,
+    handle: Arc<Handle<Inner>>,
 }
 
-/// What the clones of one selector share. The election task holds [`Inner`], not this: the
-/// selector closes when the last clone is dropped, whatever the task is doing.
-struct Handle {
-    inner: Arc<Inner>,
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.inner.life.close_in_background();
-    }
-}
-
+/// What the election task holds.
 struct Inner {
-    core: LockCore,
-    /// The participant id (the options', or the default).
-    id: String,
+    election: Election,
     options: SelectorOptions,
     auto_requeue: AtomicBool,
     /// Set while the selector is queued or leading; cleared while idle after a term.
@@ -254,55 +210,31 @@ struct Inner {
     requeue: Notify,
     interrupt: Notify,
     terms: broadcast::Sender<TermEnded>,
-    life: Lifecycle,
 }
 
-impl std::fmt::Debug for LeaderSelector {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderSelector")
-            .field("path", self.inner().core.path())
-            .field("id", &self.inner().id)
-            .field("leadership", &self.inner().life.current())
-            .finish()
-    }
-}
+election_handle!(LeaderSelector, Inner, SelectorOptions, "selector");
 
 impl LeaderSelector {
-    /// A selector on `path` with default options (participant id `hostname:pid`, no requeue),
-    /// as every recipe's `new`. Nothing is sent until [`LeaderSelector::start`].
-    ///
-    /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path.
-    pub fn new(session: &Session, path: &str) -> Result<LeaderSelector> {
-        Self::with_options(session, path, SelectorOptions::new())
-    }
-
     /// A selector on `path` with its options, the participant id among them (default
     /// `hostname:pid`), as every recipe's `with_options`. Nothing is sent until
     /// [`LeaderSelector::start`].
     ///
     /// # Errors
-    /// [`Error::InvalidPath`] for an invalid path.
+    /// [`crate::Error::InvalidPath`] for an invalid path.
     pub fn with_options(session: &Session, path: &str, options: SelectorOptions) -> Result<LeaderSelector> {
-        let id = options.lock.participant_id.clone().unwrap_or_else(crate::identity::default_participant_id);
-        // An election watches its own node (leadership ends the moment it is deleted) and
-        // reports revocation requests. Curator's `LeaderSelector` is a mutex on the path: so is
-        // ours, not reentrant.
-        let lock = options.lock.clone().participant_id(id.clone()).revocable(true);
+        let (id, lock) = Election::options(options.lock.clone());
+        // Curator's `LeaderSelector` is a mutex on the path: so is ours, not reentrant.
         let spec = LockSpec::exclusive("leader-selector", false);
         // At the term's limit, the run loop stops the task before our node goes.
         let core = LockCore::build(session, path, spec, &lock)?.owner_ends_at_limit();
-        let life = Lifecycle::new(path);
         let inner = Inner {
-            core,
-            id,
+            election: Election::new(core, id),
             auto_requeue: AtomicBool::new(options.auto_requeue),
             options,
             queued: AtomicBool::new(false),
             requeue: Notify::new(),
             interrupt: Notify::new(),
             terms: broadcast::channel(16).0,
-            life,
         };
         Ok(LeaderSelector { handle: Arc::new(Handle { inner: Arc::new(inner) }) })
     }
@@ -317,7 +249,7 @@ impl LeaderSelector {
     /// from `?` alone: end the task with `Ok::<(), zk_recipes::Error>(())` (or your error type).
     ///
     /// # Errors
-    /// [`Error::AlreadyStarted`] (also when started through a clone), or [`Error::Closed`]
+    /// [`crate::Error::AlreadyStarted`] (also when started through a clone), or [`crate::Error::Closed`]
     /// after close.
     pub fn start<F, Fut>(&self, task: F) -> Result<()>
     where
@@ -330,9 +262,10 @@ impl LeaderSelector {
             Box::pin(async move { work.await.into_failure() })
         });
         let inner = self.inner().clone();
-        let span = tracing::info_span!("leader_selector", path = %inner.core.path(), id = %inner.id);
+        let election = &inner.election;
+        let span = tracing::info_span!("leader_selector", path = %election.core.path(), id = %election.id);
         self.inner().queued.store(true, Ordering::SeqCst);
-        self.inner()
+        self.election()
             .life
             .start(move |closing| tracing::Instrument::instrument(run(inner, task, closing), span))
     }
@@ -344,8 +277,8 @@ impl LeaderSelector {
     /// # Cancel safety
     /// If dropped, the selector still closes in the background.
     pub async fn close(&self) {
-        self.inner().life.close().await;
-        self.inner().core.settled().await;
+        self.election().life.close().await;
+        self.election().core.settled().await;
     }
 
     /// Turns requeueing after each term on or off.
@@ -372,137 +305,23 @@ impl LeaderSelector {
         }
     }
 
-    /// Asks the current leader of this selector's path (whichever participant it is, this one
-    /// included) to step down, by setting `__REVOKE__` on its node (see
-    /// [`crate::request_revocation`]); returns how many requests reached a node (0 or 1). A
-    /// [`LeaderSelector`] leading there ends its term as [`TermOutcome::Revoked`]; Curator's and
-    /// kazoo's leaders ignore the request.
-    ///
-    /// # Errors
-    /// As [`crate::request_revocation`].
-    ///
-    /// # Cancel safety
-    /// A request already sent stays sent.
-    pub async fn revoke_leader(&self) -> Result<usize> {
-        self.inner().core.revoke_holders().await
-    }
-
-    /// This participant's id.
-    pub fn id(&self) -> &str {
-        &self.inner().id
-    }
-
-    /// Whether we lead now. It turns false the moment leadership is lost, whatever the task does.
-    pub fn has_leadership(&self) -> bool {
-        self.inner().life.current().is_leader()
-    }
-
-    /// Leadership changes, starting with the current state.
-    pub fn leadership(&self) -> watch::Receiver<Leadership> {
-        self.inner().life.subscribe()
-    }
-
     /// How each term ends, from now on (a receiver more than 16 terms behind gets `Lagged`).
     pub fn terms(&self) -> broadcast::Receiver<TermEnded> {
         self.inner().terms.subscribe()
     }
-
-    /// Waits until we lead; returns the term's fencing token.
-    ///
-    /// # Errors
-    /// [`Error::Closed`] if the selector stopped first, or the error that stopped it.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe.
-    pub async fn await_leadership(&self) -> Result<u64> {
-        self.inner().life.await_leadership().await
-    }
-
-    /// The current leader (the first participant), if any.
-    ///
-    /// # Errors
-    /// [`Error::SessionClosed`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only reads.
-    pub async fn leader(&self) -> Result<Option<Participant>> {
-        Ok(self.participants().await?.into_iter().find(|p| p.is_holder))
-    }
-
-    /// Every participant in order; the first leads.
-    ///
-    /// # Errors
-    /// [`Error::SessionClosed`], [`Error::NoAuth`] or [`Error::ZooKeeper`].
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: it only reads.
-    pub async fn participants(&self) -> Result<Vec<Participant>> {
-        self.inner().core.participants().await
-    }
 }
 
+/// The election: wait to lead (through the core: our node's deletion while we wait queues us
+/// again, an expiry queues us on the new session), run one term, relinquish leadership, and
+/// queue again (at once with auto-requeue, else on `requeue()`); stop when closed.
 async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) -> Result<()> {
     loop {
-        let guard = tokio::select! {
-            _ = &mut closing => return Ok(()),
-            guard = inner.core.acquire(Acquire::forever()) => {
-                guard.and_then(|g| g.ok_or_else(|| inner.core.closed()))
-            }
-        };
-        let guard = match guard {
-            Ok(guard) => guard,
-            // Someone deleted our node while we waited: queue again.
-            Err(Error::NodeDeleted { .. }) => continue,
-            Err(e) => return Err(e),
-        };
-        let fencing_token = guard.fencing_token();
-        inner.life.set(Leadership::Leader { fencing_token });
-        let (stop, stop_rx) = watch::channel(false);
-        let ctx =
-            LeadershipContext { fencing_token, id: inner.id.clone(), stop: stop_rx, hold: guard.view() };
-        let mut work = tokio::spawn(task(ctx));
-        let mut status = guard.status();
-        let mut done = false;
-        let mut outcome = tokio::select! {
-            ended = &mut work => {
-                done = true;
-                finished(ended)
-            }
-            _ = guard.lost() => TermOutcome::Lost,
-            _ = inner.interrupt.notified() => TermOutcome::Interrupted,
-            Ok(_) = status.wait_for(|s| *s == LockStatus::RevocationRequested) => TermOutcome::Revoked,
-            _ = &mut closing => TermOutcome::Closed,
-        };
-        // At the moment of the loss, whatever the task does.
-        inner.life.set(Leadership::NotLeader);
-        let mut aborted = false;
-        if !done {
-            stop.send_replace(true);
-            let deadline = stop_deadline(inner.options.grace, guard.safe_until(), &inner.core);
-            match tokio::time::timeout_at(deadline.into(), &mut work).await {
-                Ok(Err(e)) if e.is_panic() => outcome = finished(Err(e)),
-                Ok(Ok(Some(error))) => {
-                    // The term had already ended; its cause stays the outcome.
-                    tracing::info!(fencing_token, %error, ?outcome, "leadership task failed after it was told to stop");
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    tracing::warn!(grace = ?inner.options.grace, "leadership task ignored the stop signal; aborting it");
-                    work.abort();
-                    aborted = true;
-                    // Gone only once awaited: the abort takes effect at the task's next
-                    // `.await`, and our node (left standing at a hold limit) goes only below.
-                    if let Err(e) = (&mut work).await {
-                        if e.is_panic() {
-                            outcome = finished(Err(e));
-                        }
-                    }
-                }
-            }
-        }
-        match &outcome {
-            TermOutcome::Panicked(message) => {
-                tracing::error!(fencing_token, panic = %message, "leadership task panicked; leadership relinquished")
+        let Some(guard) = inner.election.await_term(&mut closing).await? else { return Ok(()) };
+        let ended = term(&inner, &task, &guard, &mut closing).await;
+        let fencing_token = ended.fencing_token;
+        match &ended.outcome {
+            TermOutcome::Panicked(panic) => {
+                tracing::error!(fencing_token, %panic, "leadership task panicked; leadership relinquished")
             }
             TermOutcome::Failed(error) => {
                 tracing::warn!(fencing_token, %error, "leadership task failed; leadership relinquished")
@@ -512,14 +331,14 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
         if let Err(e) = guard.release().await {
             tracing::debug!(error = %e, "relinquishing leadership");
         }
-        let closed = outcome == TermOutcome::Closed;
+        let closed = ended.outcome == TermOutcome::Closed;
         let requeue = inner.auto_requeue.load(Ordering::SeqCst);
         // Out of the queue before the term's end is told, so that whoever hears it can requeue
         // (`requeue()` stores a permit that the wait below takes).
         if !closed && !requeue {
             inner.queued.store(false, Ordering::SeqCst);
         }
-        let _ = inner.terms.send(TermEnded { fencing_token, outcome, aborted });
+        let _ = inner.terms.send(ended);
         if closed {
             return Ok(());
         }
@@ -530,6 +349,79 @@ async fn run(inner: Arc<Inner>, task: Task, mut closing: oneshot::Receiver<()>) 
             }
         }
     }
+}
+
+/// One term, while `guard` holds: runs the task on its own tokio task until it ends, or the
+/// term does (a loss, an interrupt, a revocation request, a close); leadership is reported
+/// lost at that moment, whatever the task does, and a task still running is stopped
+/// ([`stop_task`]).
+async fn term(
+    inner: &Inner,
+    task: &Task,
+    guard: &LockGuard,
+    closing: &mut oneshot::Receiver<()>,
+) -> TermEnded {
+    let fencing_token = guard.fencing_token();
+    inner.election.life.set(Leadership::Leader { fencing_token });
+    let (stop, stop_rx) = watch::channel(false);
+    let ctx =
+        LeadershipContext { fencing_token, id: inner.election.id.clone(), stop: stop_rx, hold: guard.view() };
+    let mut work = tokio::spawn(task(ctx));
+    let mut status = guard.status();
+    let ended = tokio::select! {
+        ended = &mut work => Ok(finished(ended)),
+        _ = guard.lost() => Err(TermOutcome::Lost),
+        _ = inner.interrupt.notified() => Err(TermOutcome::Interrupted),
+        Ok(_) = status.wait_for(|s| *s == LockStatus::RevocationRequested) => Err(TermOutcome::Revoked),
+        _ = &mut *closing => Err(TermOutcome::Closed),
+    };
+    // At the moment of the loss, whatever the task does.
+    inner.election.life.set(Leadership::NotLeader);
+    match ended {
+        // The task returned: nothing to stop.
+        Ok(outcome) => TermEnded { fencing_token, outcome, aborted: false },
+        Err(outcome) => {
+            stop.send_replace(true);
+            stop_task(inner, guard, work, TermEnded { fencing_token, outcome, aborted: false }).await
+        }
+    }
+}
+
+/// Stops a task told to stop: awaits its end until its grace (capped by the term's safe
+/// window: [`stop_deadline`]) has passed, then aborts it and awaits that. A panic in the
+/// meantime becomes the term's outcome; an error the task returns after the stop does not
+/// (the term had already ended).
+async fn stop_task(
+    inner: &Inner,
+    guard: &LockGuard,
+    mut work: tokio::task::JoinHandle<Option<String>>,
+    mut ended: TermEnded,
+) -> TermEnded {
+    let grace = inner.options.grace;
+    let deadline = stop_deadline(grace, guard.safe_until(), &inner.election.core);
+    match tokio::time::timeout_at(deadline.into(), &mut work).await {
+        Ok(Err(e)) if e.is_panic() => ended.outcome = finished(Err(e)),
+        Ok(Ok(Some(error))) => {
+            // The term had already ended; its cause stays the outcome.
+            let (fencing_token, outcome) = (ended.fencing_token, &ended.outcome);
+            let told = "leadership task failed after it was told to stop";
+            tracing::info!(fencing_token, %error, ?outcome, "{told}");
+        }
+        Ok(_) => {}
+        Err(_) => {
+            tracing::warn!(?grace, "leadership task ignored the stop signal; aborting it");
+            work.abort();
+            ended.aborted = true;
+            // Gone only once awaited: the abort takes effect at the task's next `.await`, and
+            // our node (left standing at a hold limit) goes only below.
+            if let Err(e) = (&mut work).await {
+                if e.is_panic() {
+                    ended.outcome = finished(Err(e));
+                }
+            }
+        }
+    }
+    ended
 }
 
 /// How a finished task ended.

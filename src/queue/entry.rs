@@ -6,174 +6,14 @@
 //!   protection prefix (checking the owner session) and deletes it in the background;
 //! * [`Entry`] lives while we have a node: dropped armed, it deletes that node in the background.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
+use zookeeper_client::Error as ZkError;
 
-use zookeeper_client::{Client, Error as ZkError, WatchedEvent};
-
+use super::own_watch::{AloneCheck, OwnEvent, OwnNodeWatch, PendingEvent};
+use super::sender::Sender;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::session::{Conn, Departure};
-use crate::util::{on_connection_loss, poll_now, Janitor};
-
-/// What the data watch on our own node reported.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OwnEvent {
-    /// Our node is gone.
-    Deleted,
-    /// Its data changed (a revocation request?): read it again.
-    Changed,
-    /// The session ended.
-    Session(zookeeper_client::SessionState),
-}
-
-impl From<WatchedEvent> for OwnEvent {
-    fn from(event: WatchedEvent) -> OwnEvent {
-        match event.event_type {
-            zookeeper_client::EventType::NodeDeleted => OwnEvent::Deleted,
-            zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
-            _ => OwnEvent::Changed,
-        }
-    }
-}
-
-/// A watch event still to come, boxed so that it can be polled across loop iterations.
-pub(crate) type PendingEvent = Pin<Box<dyn Future<Output = OwnEvent> + Send>>;
-
-/// Sets the data watch on our node at `path` without waiting for the answer: the request is
-/// sent now, and the returned event resolves once the watch fires (or at once, if the node is
-/// gone or already carries a revocation request). A connection loss is not retried here: it
-/// resolves as [`OwnEvent::Changed`], which makes the owner read the node again.
-///
-/// No task is spawned: the returned future is polled once here, which sends the request, and is
-/// then polled by its owner. See [`OwnCheck`] for what that allows.
-fn watch_own_node(client: &Arc<Client>, path: &str) -> (PendingEvent, OwnCheck) {
-    let (client, path) = (client.clone(), path.to_string());
-    // Taken before the request goes out: any change of the connection after it shows.
-    let check = OwnCheck { armed: Arc::default(), state: client.state_watcher() };
-    let armed = check.armed.clone();
-    let mut event: PendingEvent = Box::pin(async move {
-        match client.get_and_watch_data(&path).await {
-            Ok((data, _, watcher)) if data != crate::markers::REVOKE => {
-                armed.store(true, std::sync::atomic::Ordering::SeqCst);
-                watcher.changed().await.into()
-            }
-            Ok(_) => OwnEvent::Changed,
-            Err(ZkError::NoNode) => OwnEvent::Deleted,
-            Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => {
-                OwnEvent::Session(zookeeper_client::SessionState::Expired)
-            }
-            Err(_) => OwnEvent::Changed,
-        }
-    });
-    let event = match poll_now(event.as_mut()) {
-        // Only a client that is closed already answers at once.
-        Some(now) => Box::pin(std::future::ready(now)),
-        None => event,
-    };
-    (event, check)
-}
-
-/// The watch on our node carried by the join's listing on a fresh path: a child watch on the
-/// root, set by the listing that came after our create. Until it fires, our node exists (its
-/// deletion would be a change of the root's children); when it fires, for our deletion or any
-/// other change of the children (a contender joining), it resolves as [`OwnEvent::Changed`],
-/// which makes the owner read the node again and watch its data from then on. On an
-/// uncontended path it saves the data watch's request and reply: its one event is the one our
-/// own delete fires. `state` was taken before the listing was sent. The [`AloneCheck`] tells,
-/// without polling the event, whether it has fired.
-fn own_watch_from_listing(
-    watcher: zookeeper_client::OneshotWatcher,
-    state: zookeeper_client::StateWatcher,
-) -> (PendingEvent, OwnCheck, AloneCheck) {
-    let alone = AloneCheck { fired: Arc::default(), state: state.clone() };
-    let fired = alone.fired.clone();
-    let event: PendingEvent = Box::pin(async move {
-        let event = watcher.changed().await;
-        fired.store(true, std::sync::atomic::Ordering::SeqCst);
-        match event.event_type {
-            zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
-            // Which child changed is not told: read our node again.
-            _ => OwnEvent::Changed,
-        }
-    });
-    (event, OwnCheck::answered(state), alone)
-}
-
-/// What tells a holder, at its release and without a request, that nobody is queued behind it:
-/// its join's listing showed its node alone in the queue (the head, no node after it: kept only
-/// then, see `Queue::admitted`), that listing's child watch (standing in for the data watch on
-/// our node: [`own_watch_from_listing`]) has not fired since, and the connection has not
-/// changed since the listing was sent. A child watch fires on any create or delete of a child,
-/// so a join behind us fires it; after a reconnection the client sets its watches again in an
-/// order of its own (see [`OwnCheck`]), and a watch that has not fired says nothing.
-///
-/// A tombstone is for the waiter right behind us alone (see `Queue::tombstones`): a holder that
-/// knows there is none deletes its node plainly (`Hold::send_delete`), which spares the server
-/// the tombstone's create and delete on the uncontended cycle, where the server is the
-/// bottleneck. A join whose create the server took in before our delete, but whose event has
-/// not reached us (or not been polled: the hold's own-node task sets `fired`), finds no
-/// tombstone: at worst it lists, as after any departure without one, one read more. (A waiter
-/// whose listing shows our node as the head, as any later listing does, enters on its deletion
-/// alone anyway; only a waiter further back watches a tombstone.)
-pub(crate) struct AloneCheck {
-    /// Set once the listing's child watch fired (any event: a change of the children, or the
-    /// session's end).
-    fired: Arc<std::sync::atomic::AtomicBool>,
-    /// Taken before the listing was sent.
-    state: zookeeper_client::StateWatcher,
-}
-
-impl AloneCheck {
-    /// Whether nobody has joined behind our node since the join's listing, as far as we know
-    /// now.
-    pub fn holds(&self) -> bool {
-        if self.fired.load(std::sync::atomic::Ordering::SeqCst) {
-            return false;
-        }
-        // A clone has seen what the original has: any change of the connection since shows.
-        unchanged(&mut self.state.clone())
-    }
-}
-
-/// What tells a waiter, without a request, that the watch on its own node still speaks for the
-/// node: the watch was set (its reply came, and was not an error), and the client's connection
-/// has not changed since the request went out.
-///
-/// ZooKeeper sends a session's replies and events in order, and the client hands them over in
-/// that order from one task; our request went out before the watch on the node ahead. So once
-/// that node's deletion (or its absence) has been seen, our node's deletion, had it come first,
-/// has been seen too. Two things break that order, and both make [`OwnCheck::vouches`] false:
-/// a request that failed with the connection (the client would send it again after later ones),
-/// and a reconnection, after which the client sets its watches again in an order of its own and
-/// the server reports the nodes deleted meanwhile in that order.
-pub(crate) struct OwnCheck {
-    armed: Arc<std::sync::atomic::AtomicBool>,
-    state: zookeeper_client::StateWatcher,
-}
-
-impl OwnCheck {
-    /// The check for a watch set by an answered request; `state` was taken before it was sent.
-    pub fn answered(state: zookeeper_client::StateWatcher) -> OwnCheck {
-        OwnCheck { armed: Arc::new(std::sync::atomic::AtomicBool::new(true)), state }
-    }
-
-    /// Whether the own-node watch, not fired yet, says our node exists.
-    pub fn vouches(&mut self) -> bool {
-        if !self.armed.load(std::sync::atomic::Ordering::SeqCst) {
-            return false;
-        }
-        unchanged(&mut self.state)
-    }
-}
-
-/// Whether the client's connection has not changed since `state` was taken (or last saw a
-/// change), without waiting.
-fn unchanged(state: &mut zookeeper_client::StateWatcher) -> bool {
-    let mut changed = std::pin::pin!(state.changed());
-    poll_now(changed.as_mut()).is_none()
-}
+use crate::util::Janitor;
 
 /// A create in flight, identified by its protection prefix.
 pub(crate) struct PendingCreate {
@@ -210,155 +50,16 @@ impl Drop for PendingCreate {
             (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.protection));
         self.janitor.spawn("cancelled create", async move {
             // Sent after the create, so ZooKeeper's per-session FIFO order makes the create visible.
-            match find_ours(&conn.client, &root, &protection).await {
+            let sender = Sender::new(&conn, &root);
+            match sender.find_ours(&protection).await {
                 Ok(found) => {
                     for (name, _) in found {
-                        conn.delete_quietly(&root.child(&name)).await;
+                        sender.delete_quietly(&root.child(&name)).await;
                     }
                 }
                 Err(e) => tracing::debug!(error = %e, %root, "cleanup after a cancelled create"),
             }
         });
-    }
-}
-
-/// Children of `root` that carry `protection` and belong to *this* session, with their czxid.
-/// A node with our prefix but another owner is from an older session (CURATOR-604): never ours.
-///
-/// The listing follows a `sync`, so that it shows every create of ours that will ever take
-/// effect, even one whose answer a lost connection took with it while the leader still had it
-/// in flight (its commit held up by a slow disk, say) and the listing is served by another
-/// server. The leader answers a `sync` only after every write it took in before it, and a create
-/// still on its way to the leader once we reconnected elsewhere fails there (the session moved).
-/// Without it, the create lands after an empty listing: we create again, and the first node
-/// stays in our live session, ahead of everyone (the third chaos soak's 33 s read/write-lock
-/// stall; `tests/late_create.rs`).
-pub(crate) async fn find_ours(
-    client: &Client,
-    root: &LockPath,
-    protection: &str,
-) -> Result<Vec<(String, i64)>> {
-    let listed = on_connection_loss(|| {
-        // Pipelined: the server answers the listing after the sync.
-        let synced = client.sync(root.as_str());
-        let listed = client.list_children(root.as_str());
-        async move {
-            synced.await?;
-            listed.await
-        }
-    })
-    .await;
-    let children = match listed {
-        Ok(children) => children,
-        Err(ZkError::NoNode) => return Ok(Vec::new()),
-        Err(e) => return Err(Error::from_zk("list", root.as_str(), e)),
-    };
-    let session = client.session_id().0;
-    let mut ours = Vec::new();
-    for name in children.into_iter().filter(|c| c.starts_with(protection)) {
-        let path = root.child(&name);
-        match on_connection_loss(|| client.get_data(&path)).await {
-            Ok((_, stat)) if stat.ephemeral_owner == session => ours.push((name, stat.czxid)),
-            Ok((_, stat)) => {
-                tracing::warn!(node = %path, owner = format_args!("{:#x}", stat.ephemeral_owner),
-                    "node has our protection prefix but another session's owner; not ours")
-            }
-            Err(ZkError::NoNode) => {}
-            Err(e) => return Err(Error::from_zk("get", &path, e)),
-        }
-    }
-    Ok(ours)
-}
-
-/// The watch on our own node: deletion by someone else, data changes (revocation). Its state
-/// is one value ([`OwnState`]): an event, what vouches for it, and what kind of watch it is
-/// come and go together.
-#[derive(Default)]
-struct OwnNodeWatch {
-    state: OwnState,
-    /// Whether the holder follows that watch (every recipe's, unless its lock turned the watch
-    /// off), or only keeps it until its delete consumes it (a waiter set it to be admitted on a
-    /// deletion alone).
-    follow: bool,
-}
-
-/// Where the watch on our own node stands.
-#[derive(Default)]
-enum OwnState {
-    /// None set (our nodes carry none), or it fired and was not set again.
-    #[default]
-    Unset,
-    /// Set, not fired (as far as we have polled it).
-    Set {
-        /// The watch's event, still to come.
-        event: PendingEvent,
-        /// Whether that watch, not fired, still says our node exists.
-        check: OwnCheck,
-        /// `Some` while the watch is the join's listing's child watch standing in for the data
-        /// watch (see [`own_watch_from_listing`]): a holder keeps it, a waiter sets the data
-        /// watch. Inside, while that listing showed our node alone: whether nobody has joined
-        /// behind it since (see [`AloneCheck`]), for our release.
-        from_listing: Option<Option<AloneCheck>>,
-    },
-}
-
-impl OwnNodeWatch {
-    fn set(&mut self, event: PendingEvent, check: OwnCheck, from_listing: Option<Option<AloneCheck>>) {
-        self.state = OwnState::Set { event, check, from_listing };
-    }
-
-    fn is_set(&self) -> bool {
-        matches!(self.state, OwnState::Set { .. })
-    }
-
-    fn stands_in(&self) -> bool {
-        matches!(self.state, OwnState::Set { from_listing: Some(_), .. })
-    }
-
-    fn take_event(&mut self) -> Option<PendingEvent> {
-        match std::mem::take(&mut self.state) {
-            OwnState::Set { event, .. } => Some(event),
-            OwnState::Unset => None,
-        }
-    }
-
-    /// Whether the watch has fired by now, without waiting: `None` while it has not (or none
-    /// is set). Once fired, it is unset.
-    fn fired(&mut self) -> Option<OwnEvent> {
-        let OwnState::Set { event, .. } = &mut self.state else { return None };
-        let fired = poll_now(event.as_mut())?;
-        self.state = OwnState::Unset;
-        Some(fired)
-    }
-
-    /// Whether the watch, set and not fired, says our node exists (see [`OwnCheck`]).
-    fn vouches(&mut self) -> bool {
-        match &mut self.state {
-            OwnState::Set { check, .. } => check.vouches(),
-            OwnState::Unset => false,
-        }
-    }
-
-    /// The watch's event; pending for ever while none is set. Once fired, it is unset.
-    ///
-    /// # Cancel safety
-    /// Cancel-safe: dropped before the event, the watch stays as it was.
-    async fn next(&mut self) -> OwnEvent {
-        match &mut self.state {
-            OwnState::Set { event, .. } => {
-                let fired = event.as_mut().await;
-                self.state = OwnState::Unset;
-                fired
-            }
-            OwnState::Unset => std::future::pending().await,
-        }
-    }
-
-    fn take_alone(&mut self) -> Option<AloneCheck> {
-        match &mut self.state {
-            OwnState::Set { from_listing: Some(alone), .. } => alone.take(),
-            _ => None,
-        }
     }
 }
 
@@ -444,12 +145,12 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] (the entry disarmed) when the node is gone.
     pub async fn watch_self(&mut self) -> Result<()> {
+        let sender = Sender::new(&self.conn, &self.root);
         // Taken before the request goes out (see `OwnCheck`).
-        let state = self.conn.client.state_watcher();
-        match on_connection_loss(|| self.conn.client.get_and_watch_data(&self.path)).await {
+        let state = sender.state();
+        match sender.watch_data(&self.path).await {
             Ok((data, _, watcher)) => {
-                let event: PendingEvent = Box::pin(async move { watcher.changed().await.into() });
-                self.own.set(event, OwnCheck::answered(state), None);
+                self.own.set_answered(watcher, state);
                 if data == crate::markers::REVOKE {
                     self.revoke_requested = true;
                 }
@@ -460,27 +161,25 @@ impl Entry {
         }
     }
 
-    /// Sets the data watch on our node without waiting for its answer (see [`watch_own_node`]).
-    /// It takes over from the listing's child watch, if that stood in.
+    /// Sets the data watch on our node without waiting for its answer (see
+    /// [`OwnNodeWatch::send`]). It takes over from the listing's child watch, if that stood in.
     pub fn send_own_watch(&mut self) {
-        let (event, check) = watch_own_node(&self.conn.client, &self.path);
-        self.own.set(event, check, None);
+        self.own.send(Sender::new(&self.conn, &self.root), &self.path);
     }
 
     /// The join's listing's child watch stands in for the data watch on our node (see
-    /// [`own_watch_from_listing`]); `state` was taken before the listing was sent.
+    /// [`OwnNodeWatch::set_from_listing`]); `state` was taken before the listing was sent.
     pub fn watch_own_from_listing(
         &mut self,
         watcher: zookeeper_client::OneshotWatcher,
         state: zookeeper_client::StateWatcher,
     ) {
-        let (event, check, alone) = own_watch_from_listing(watcher, state);
-        self.own.set(event, check, Some(Some(alone)));
+        self.own.set_from_listing(watcher, state);
     }
 
-    /// The holder follows the own-node watch (see [`OwnNodeWatch::follow`]).
+    /// The holder follows the own-node watch (see [`OwnNodeWatch::follows`]).
     pub fn follow_own_watch(&mut self) {
-        self.own.follow = true;
+        self.own.follow();
     }
 
     /// Whether a watch on our own node is set (and has not been seen to fire).
@@ -494,7 +193,8 @@ impl Entry {
         self.own.fired()
     }
 
-    /// Whether the own-node watch, set and not fired, says our node exists (see [`OwnCheck`]).
+    /// Whether the own-node watch, set and not fired, says our node exists (see
+    /// [`OwnCheck`](super::own_watch::OwnCheck)).
     pub fn own_vouches(&mut self) -> bool {
         self.own.vouches()
     }
@@ -528,8 +228,8 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] when our node is gone; errors of the write.
     pub async fn touch(&mut self) -> Result<()> {
-        let (client, path, data) = (&self.conn.client, self.path.as_str(), self.data.as_slice());
-        match on_connection_loss(|| client.set_data(path, data, None)).await {
+        let path = self.path.as_str();
+        match Sender::new(&self.conn, &self.root).write(path, &self.data).await {
             Ok(_) => Ok(()),
             Err(ZkError::NoNode) => Err(Error::NodeDeleted { path: path.to_string() }),
             Err(e) => Err(Error::from_zk("announce", path, e)),
@@ -538,11 +238,11 @@ impl Entry {
 
     /// Before a waiting round: the data watch on our node, when the round may enter on a
     /// deletion alone (`enters_on_deletion`: it is set before the watch on the node ahead, see
-    /// [`OwnCheck`]) and none is set, or when the join's listing's child watch stands in. A
-    /// waiter does not keep that child watch as its own-node watch (it would fire for every
-    /// join behind, and for the deletion we wait on, each time costing a read): the data watch
-    /// takes over, and the child watch is kept, unpolled, until that one fires (dropped
-    /// unfired, it would cost a request to remove it).
+    /// [`OwnCheck`](super::own_watch::OwnCheck)) and none is set, or when the join's listing's
+    /// child watch stands in. A waiter does not keep that child watch as its own-node watch (it
+    /// would fire for every join behind, and for the deletion we wait on, each time costing a
+    /// read): the data watch takes over, and the child watch is kept, unpolled, until that one
+    /// fires (dropped unfired, it would cost a request to remove it).
     pub fn watch_own_for_wait(&mut self, enters_on_deletion: bool) {
         if !(enters_on_deletion && !self.own.is_set() || self.own.stands_in()) {
             return;
@@ -551,13 +251,7 @@ impl Entry {
         let child = self.own.take_event();
         self.send_own_watch();
         if let Some(child) = child {
-            let OwnState::Set { event, .. } = &mut self.own.state else { return };
-            let own = std::mem::replace(event, Box::pin(std::future::pending()));
-            *event = Box::pin(async move {
-                let own = own.await;
-                drop(child);
-                own
-            });
+            self.own.keep_until_fired(child);
         }
     }
 
@@ -580,7 +274,7 @@ impl Entry {
     /// the background.
     pub async fn leave(mut self) -> Result<()> {
         let departure = self.leaving.departure();
-        let result = match on_connection_loss(|| self.conn.send_delete(&self.path, departure)).await {
+        let result = match Sender::new(&self.conn, &self.root).delete(&self.path, departure).await {
             Ok(()) | Err(ZkError::NoNode) => Ok(()),
             // The session is over: its ephemeral node is gone with it.
             Err(ZkError::SessionExpired | ZkError::ClientClosed) => Ok(()),
@@ -602,7 +296,7 @@ impl Entry {
             path: std::mem::take(&mut self.path),
             czxid: self.czxid,
             own: self.own.take_event(),
-            follow_own: self.own.follow,
+            follow_own: self.own.follows(),
             revoked: self.revoke_requested,
             clean_releases: self.leaving.clean,
             tomb: self.leaving.tomb(),
@@ -691,12 +385,12 @@ impl Drop for Entry {
             return;
         }
         let departure = self.leaving.departure();
-        let (conn, path) = (self.conn.clone(), std::mem::take(&mut self.path));
+        let (conn, root, path) = (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.path));
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.take_event();
         self.janitor.spawn("dropped entry", async move {
-            conn.delete_quietly_as(&path, departure).await;
+            Sender::new(&conn, &root).leave_quietly(&path, departure).await;
             drop(own);
         });
     }
@@ -705,7 +399,7 @@ impl Drop for Entry {
 #[cfg(test)]
 mod tests {
     use zk_testcluster::ZkCluster;
-    use zookeeper_client::{Acls, CreateMode};
+    use zookeeper_client::{Acls, Client, CreateMode};
 
     use super::*;
 
@@ -731,13 +425,13 @@ mod tests {
             old.create(&root.child(&format!("{protection}lock-")), b"old", &options).await.unwrap();
 
         assert!(
-            find_ours(&current, &root, protection).await.unwrap().is_empty(),
+            Sender::new(&conn, &root).find_ours(protection).await.unwrap().is_empty(),
             "adopted another session's node"
         );
 
         let (mine, seq) =
             current.create(&root.child(&format!("{protection}lock-")), b"new", &options).await.unwrap();
-        let found = find_ours(&current, &root, protection).await.unwrap();
+        let found = Sender::new(&conn, &root).find_ours(protection).await.unwrap();
         assert_eq!(found, vec![(format!("{protection}lock-{seq}"), mine.czxid)]);
         assert_ne!(found[0].1, stale_stat.czxid);
 

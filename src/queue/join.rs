@@ -2,12 +2,12 @@
 
 use std::future::Future;
 
-use futures_util::future::Either;
-use zookeeper_client::{Acls, CreateMode, CreateSequence, Error as ZkError, Stat};
+use zookeeper_client::Error as ZkError;
 
 use super::entry::{self, Entry, PendingCreate};
 use super::plan::{JoinInputs, JoinPlan, Listing, ParentCreate};
 use super::rule::{Admission, Decision};
+use super::sender::{Created, Listed, ZkResult};
 use super::stats::Count;
 use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
@@ -24,7 +24,7 @@ impl Queue {
     /// the root made after our create.
     ///
     /// Each round is planned first ([`JoinPlan`]: which requests, from the options and the
-    /// session's guesses), then sent ([`Queue::send_round`]) and its answers read; a missing
+    /// session's guesses), then sent (`Sender::join_round`) and its answers read; a missing
     /// parent or a lost create plans the next round.
     ///
     /// On a connection loss during the create, recovers the node by its protection prefix and
@@ -45,9 +45,10 @@ impl Queue {
         let mut parent_races = 0;
         loop {
             if plan.make_parents {
-                self.make_parents(conn).await?;
+                self.sender(conn).make_parents(&self.acls, self.root_data.as_deref()).await?;
             }
-            let sent = self.send_round(conn, &plan, &create_path, data);
+            self.counters.bump(Count::Create);
+            let sent = self.sender(conn).join_round(&plan, &create_path, data, &self.acls);
             let grandparent_missing = self.parent_answer(sent.parent, &plan).await?;
             let created = sent.create.await;
             if plan.teaches_parent_guess {
@@ -96,54 +97,6 @@ impl Queue {
             parent_missing: guesses.parent_missing.expect(),
             idle: stand_in && guesses.idle.expect(),
         }
-    }
-
-    /// Sends `plan`'s round back to back, answered in order: the parent's create, ours, and the
-    /// listing. A request goes out when the client's method is called, not when its future is
-    /// first polled: each is called here, and its answer read by the caller.
-    fn send_round<'a>(
-        &'a self,
-        conn: &'a Conn,
-        plan: &JoinPlan,
-        path: &'a str,
-        data: &[u8],
-    ) -> Sent<
-        impl Future<Output = Created> + 'a,
-        impl Future<Output = Created> + 'a,
-        impl Future<Output = ZkResult<Listed>> + 'a,
-    > {
-        let (client, root) = (&conn.client, self.root.as_str());
-        let parent =
-            (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &self.parent_options()));
-        self.counters.bump(Count::Create);
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&self.acls));
-        let create = client.create(path, data, &options);
-        // Taken before the listing is sent (see `OwnCheck`).
-        let state = (plan.listing == Listing::ChildWatch).then(|| client.state_watcher());
-        let listing = match plan.listing {
-            Listing::After => None,
-            Listing::Plain => {
-                let sent = client.list_children(root);
-                Some(Either::Left(Either::Left(async move {
-                    Ok(Listed { children: sent.await?, root: None, watch: None })
-                })))
-            }
-            Listing::ChildWatch => {
-                let sent = client.list_and_watch_children(root);
-                Some(Either::Left(Either::Right(async move {
-                    let (children, watcher) = sent.await?;
-                    Ok(Listed { children, root: None, watch: state.map(|state| (watcher, state)) })
-                })))
-            }
-            Listing::RootVersion => {
-                let sent = client.get_children(root);
-                Some(Either::Right(async move {
-                    let (children, stat) = sent.await?;
-                    Ok(Listed { children, root: Some((stat.czxid, stat.mzxid)), watch: None })
-                }))
-            }
-        };
-        Sent { parent, create, listing }
     }
 
     /// Reads the answer to the parent's create, if the plan sent one: whether the parent's own
@@ -244,13 +197,14 @@ impl Queue {
         data: &[u8],
     ) -> Result<Option<Joined>> {
         self.counters.bump(Count::Recovery);
-        let mut found = entry::find_ours(&conn.client, &self.root, protection).await?;
+        let sender = self.sender(conn);
+        let mut found = sender.find_ours(protection).await?;
         if found.is_empty() {
             return Ok(None);
         }
         // More than one can only come from a create that landed late: keep the first.
         for (extra, _) in found.drain(1..) {
-            conn.delete_quietly(&self.root.child(&extra)).await;
+            sender.delete_quietly(&self.root.child(&extra)).await;
         }
         let (name, czxid) = found.remove(0);
         let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
@@ -274,28 +228,6 @@ impl Queue {
         decide_on(&self.scheme, &self.root, rule, entry.name(), children)
     }
 }
-
-/// A round's requests, sent: the parent's create (if planned), ours, and the listing (if
-/// pipelined), each still to be answered.
-struct Sent<P, C, L> {
-    parent: Option<P>,
-    create: C,
-    listing: Option<L>,
-}
-
-/// The answer to a join's listing: the children, the root's version when it was read, and the
-/// child watch (with the connection's state as it was when the listing was sent) when it set
-/// one.
-struct Listed {
-    children: Vec<String>,
-    root: Option<super::RootVersion>,
-    watch: Option<(zookeeper_client::OneshotWatcher, zookeeper_client::StateWatcher)>,
-}
-
-type ZkResult<T> = std::result::Result<T, ZkError>;
-
-/// The answer to a create.
-type Created = ZkResult<(Stat, CreateSequence)>;
 
 /// ZooKeeper's sequence is an `i32` (the client widens it to `i64`).
 fn seq_i32(seq: i64) -> i32 {

@@ -14,9 +14,9 @@
 //!   create returns, without waiting: the holder learns of its deletion by someone else, or of a
 //!   revocation request. On a guessed fresh path (above), and in a session whose recent joins
 //!   found their node alone (an idle lock), the listing's child watch on the parent stands in
-//!   for it while we hold and nobody else joins (see `entry::own_watch_from_listing`); a waiter
-//!   there (a wrong guess) sets the data watch as anywhere, and the child watch's one event, if
-//!   it comes, costs no request;
+//!   for it while we hold and nobody else joins (see `own_watch::own_watch_from_listing`); a
+//!   waiter there (a wrong guess) sets the data watch as anywhere, and the child watch's one
+//!   event, if it comes, costs no request;
 //! * a waiter watches one node with a data watch (no herd). With tombstones
 //!   ([`Admission::leaves_tombstone`]: a mutex's, a latch's, a read/write lock's writers'), the waiter right
 //!   behind a node also watches that node's tombstone's name (an exists watch): a holder
@@ -24,9 +24,10 @@
 //!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
 //!   nothing after the joins. A holder that knows nobody is behind it (its join's listing
 //!   showed it alone, and that listing's child watch, standing in for the data watch, has not
-//!   fired since: see `entry::AloneCheck`) deletes plainly: a tombstone would be for no one. Without them (a lock delay), a rule may name a second node to
-//!   watch, further ahead ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead
-//!   too), so that a deletion notifies at most two waiters. Watches that have not fired are
+//!   fired since: see `own_watch::AloneCheck`) deletes plainly: a tombstone would be for no
+//!   one. Without them (a lock delay), a rule may name a second node to watch, further ahead
+//!   ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead too), so that a
+//!   deletion notifies at most two waiters. Watches that have not fired are
 //!   kept from one round to the next, not set again, and once admitted until they fire (a
 //!   tombstone's watch that has not fired by its node's deletion never will: it is dropped).
 //!   The one waiter that watches the parent's children is a semaphore's first waiter, which any
@@ -40,27 +41,31 @@
 mod entry;
 mod events;
 mod join;
+mod own_watch;
 mod plan;
 mod rule;
+mod sender;
 mod stats;
 mod wait;
 mod watches;
 
 use std::sync::Arc;
 
-use zookeeper_client::{Acl, Acls, CreateMode, Error as ZkError, SessionState};
+use zookeeper_client::{Acl, Acls, Error as ZkError, MultiReadResult, SessionState};
 
-pub(crate) use self::entry::{AloneCheck, Entry, EntryParts, OwnEvent, PendingEvent};
+pub(crate) use self::entry::{Entry, EntryParts};
 pub use self::events::{GiveUpReason, QueueEvent};
 pub(crate) use self::events::{Progress, Sink};
+pub(crate) use self::own_watch::{AloneCheck, OwnEvent, PendingEvent};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
+use self::sender::Sender;
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
 use crate::error::{Error, Result};
 use crate::naming::{sort_queue, NameScheme, QueueNode};
 use crate::path::LockPath;
 use crate::session::{Conn, Session};
-use crate::util::{on_connection_loss, Janitor};
+use crate::util::Janitor;
 
 /// A queue under a root path.
 #[derive(Clone)]
@@ -144,11 +149,12 @@ impl Queue {
 
     /// Whether tombstones are on (see [`Admission::leaves_tombstone`]): a holder the rule says
     /// is admitted at the head leaves one in the transaction that deletes its node
-    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`entry::AloneCheck`), and the waiter right behind it watches its name instead of the
-    /// node two ahead: seeing the tombstone's creation and then the node's deletion, it is the
-    /// head, and enters with no listing. Any other deletion (a waiter giving up, an expiry, a
-    /// peer's release) makes it list as before. Off with a lock delay, whose waiters read how
-    /// each node ahead left in their own way.
+    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`own_watch::AloneCheck`),
+    /// and the waiter right behind it watches its name instead of the node two ahead: seeing
+    /// the tombstone's creation and then the node's deletion, it is the head, and enters with
+    /// no listing. Any other deletion (a waiter giving up, an expiry, a peer's release) makes
+    /// it list as before. Off with a lock delay, whose waiters read how each node ahead left in
+    /// their own way.
     fn tombstones(&self) -> bool {
         self.lock_delay.is_none()
     }
@@ -222,39 +228,36 @@ impl Queue {
         self.session.shared().wait_conn().await
     }
 
+    /// The requests of this queue on `conn`: every request the queue sends goes out there.
+    fn sender<'a>(&'a self, conn: &'a Conn) -> Sender<'a> {
+        Sender::new(conn, &self.root)
+    }
+
     /// Lists the root's children on `conn`'s session.
     pub async fn list_on(&self, conn: &Conn) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        match on_connection_loss(|| conn.client.list_children(self.root.as_str())).await {
+        match self.sender(conn).list().await {
             Ok(children) => Ok(children),
             Err(ZkError::NoNode) => Ok(Vec::new()),
             Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
         }
     }
 
-    /// How lock parents are created: CONTAINER nodes (reaped by the server once empty) with the
-    /// queue's ACLs.
-    fn parent_options(&self) -> zookeeper_client::CreateOptions<'_> {
-        CreateMode::Container.with_acls(Acls::new(&self.acls))
+    /// The data of the queue's nodes `names`, in one multi-read on `conn`'s session.
+    ///
+    /// # Errors
+    /// The multi-read's errors.
+    pub async fn read_nodes(&self, conn: &Conn, names: &[QueueNode]) -> Result<Vec<MultiReadResult>> {
+        self.sender(conn).read_all(names.iter().map(|node| node.name.as_str())).await
     }
 
-    async fn make_parents(&self, conn: &Conn) -> Result<()> {
-        let options = self.parent_options();
-        let root = self.root.as_str();
-        let Some(data) = &self.root_data else {
-            return on_connection_loss(|| conn.client.mkdir(root, &options))
-                .await
-                .map_err(Error::zk("create parents", root));
-        };
-        if let Some(parent) = root.rsplit_once('/').map(|(p, _)| p).filter(|p| !p.is_empty()) {
-            on_connection_loss(|| conn.client.mkdir(parent, &options))
-                .await
-                .map_err(Error::zk("create parents", root))?;
-        }
-        match on_connection_loss(|| conn.client.create(root, data, &options)).await {
-            Ok(_) | Err(ZkError::NodeExists) => Ok(()),
-            Err(e) => Err(Error::from_zk("create", root, e)),
-        }
+    /// Asks the holder of our queue's node `name` to release (see
+    /// [`crate::request_revocation`]); `false` if the node is gone.
+    ///
+    /// # Errors
+    /// As [`crate::request_revocation`].
+    pub async fn revoke(&self, conn: &Conn, name: &str) -> Result<bool> {
+        self.sender(conn).revoke(name).await
     }
 
     /// Checks that the root carries [`Queue::root_data`], storing it when the root has none.
@@ -290,14 +293,14 @@ impl Queue {
     /// `Ok(Err(stored))` with the data found when it differs from what the root must carry.
     async fn root_data_found(&self, conn: &Conn) -> Result<std::result::Result<(), Vec<u8>>> {
         let Some(want) = &self.root_data else { return Ok(Ok(())) };
-        let root = self.root.as_str();
+        let (sender, root) = (self.sender(conn), self.root.as_str());
         loop {
-            let (data, stat) = match on_connection_loss(|| conn.client.get_data(root)).await {
+            let (data, stat) = match sender.read_root().await {
                 Ok(found) => found,
                 Err(e) => return Err(Error::from_zk("get", root, e)),
             };
             if data.is_empty() {
-                match on_connection_loss(|| conn.client.set_data(root, want, Some(stat.version))).await {
+                match sender.store_root(want, stat.version).await {
                     Ok(stored) => {
                         *crate::util::lock(&self.verified) = Some((stored.czxid, stored.mzxid));
                         return Ok(Ok(()));

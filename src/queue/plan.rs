@@ -1,6 +1,7 @@
 //! What a join sends ([`JoinPlan`]), decided before anything is sent: from the queue's options
-//! and the session's guesses (`session/guess.rs`). Pure: `Queue::join` sends a plan's requests
-//! and reads their answers; this file only says which.
+//! and the session's guesses (`session/guess.rs`). Pure: `Queue::join` has the queue's one
+//! sender (`Sender::join_round`) send a plan's requests and reads their answers; this file
+//! only says which.
 
 /// What decides a join's first plan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -12,7 +13,7 @@ pub(super) struct JoinInputs {
     /// release marks need one), and the listing needs not read the root's version.
     pub stand_in: bool,
     /// The root must carry data (a semaphore's maximum): the listing reads the root's version,
-    /// and missing parents are made one by one (`Queue::make_parents`).
+    /// and missing parents are made one by one (`Sender::make_parents`).
     pub root_data: bool,
     /// The session's guess that the parent is missing (a fresh lock path).
     pub parent_missing: bool,
@@ -42,7 +43,7 @@ pub(super) enum Listing {
     /// The children.
     Plain,
     /// The children, with a child watch that stands in for the data watch on our node (see
-    /// `entry::own_watch_from_listing`).
+    /// `own_watch::own_watch_from_listing`).
     ChildWatch,
     /// The children and the root's version (see `Queue::verify_root`).
     RootVersion,
@@ -52,7 +53,7 @@ pub(super) enum Listing {
 /// back the parent's create, ours and the listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct JoinPlan {
-    /// Make the missing parents one by one before the round (`Queue::make_parents`).
+    /// Make the missing parents one by one before the round (`Sender::make_parents`).
     pub make_parents: bool,
     pub parent: ParentCreate,
     pub listing: Listing,

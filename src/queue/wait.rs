@@ -3,15 +3,17 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent};
+use super::entry::Entry;
 use super::events::{Progress, QueueEvent};
+use super::own_watch::OwnEvent;
 use super::rule::{Admission, Decision};
+use super::sender::Sender;
 use super::stats::Count;
 use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Watching, Woke};
 use super::{session_error, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
-use crate::util::{on_connection_loss, poll_now};
+use crate::util::poll_now;
 
 impl Queue {
     /// Waits until `rule` admits our entry, starting from `children` (a listing made after our
@@ -64,8 +66,8 @@ impl Queue {
                     progress,
                 )
                 .await?;
-            if let Some(at_head) = round.behind_head(woke, &mut kept.tombs) {
-                return self.enter_behind_head(entry, &round, at_head, kept, progress).await;
+            if self.enter_behind_head(entry, &round, woke, &mut kept, progress).await? {
+                return Ok(());
             }
             children = self.list_on(entry.conn()).await?;
             if let Some(delay) = self.lock_delay {
@@ -132,18 +134,20 @@ impl Queue {
         }
     }
 
-    /// Enters on the event that woke us alone (see [`WaitRound::behind_head`]), if our own node
-    /// still exists (someone may have deleted it in an earlier transaction; then we must not
-    /// enter). The watch on our own node, set before the ones on the node ahead, tells us
-    /// without a request while it vouches (see `OwnCheck`); else we read our node again.
+    /// Enters on the event that woke us alone when it admits us (see
+    /// [`WaitRound::behind_head`]; `Ok(false)`: it does not, list again), if our own node still
+    /// exists (someone may have deleted it in an earlier transaction; then we must not enter).
+    /// The watch on our own node, set before the ones on the node ahead, tells us without a
+    /// request while it vouches (see `OwnCheck`); else we read our node again.
     async fn enter_behind_head(
         &self,
         entry: &mut Entry,
         round: &WaitRound,
-        at_head: bool,
-        mut kept: Kept,
+        woke: Woke,
+        kept: &mut Kept,
         progress: &mut Progress<'_>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
+        let Some(at_head) = round.behind_head(woke, &mut kept.tombs) else { return Ok(false) };
         match entry.own_fired() {
             Some(OwnEvent::Deleted) => return Err(entry.gone()),
             Some(OwnEvent::Session(state)) => return Err(session_error(state)),
@@ -168,9 +172,10 @@ impl Queue {
             entry.hold_back(delay);
         }
         // Unfired tombstone watches never fire: dropped (removed), not kept.
-        drop(kept.tombs);
+        kept.tombs.clear();
         self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-        self.hold_back(entry, progress).await
+        self.hold_back(entry, progress).await?;
+        Ok(true)
     }
 
     /// With the lock delay, after a listing: a watched node that is gone left cleanly if its
@@ -243,7 +248,7 @@ impl Queue {
     ) -> Result<Vec<String>> {
         if let Some(watch) = listed.take() {
             if let Some((first, ahead, head)) = report {
-                let holder = entry.conn().client.get_data(&self.root.child(&head)).await.ok();
+                let holder = Sender::new(entry.conn(), &self.root).read(&self.root.child(&head)).await.ok();
                 let holder = holder.map(|(data, _)| crate::naming::split_data(&data).0);
                 // Reported once we watch: whatever the caller does on hearing it, we will see.
                 self.report_wait(entry.name(), progress, (first, ahead), holder, &head);
@@ -261,8 +266,7 @@ impl Queue {
     /// [`Queue::watch_children`]).
     async fn list_watching(&self, entry: &mut Entry, listed: &mut Option<ArmedWatch>) -> Result<Vec<String>> {
         self.counters.bump(Count::Listing);
-        let client = entry.conn().client.clone();
-        match on_connection_loss(|| client.list_and_watch_children(self.root.as_str())).await {
+        match Sender::new(entry.conn(), &self.root).list_watching().await {
             Ok((children, watcher)) => {
                 *listed = Some(Box::pin(watcher.changed()));
                 Ok(children)

@@ -2,8 +2,10 @@
 
 use zookeeper_client::{Error as ZkError, EventType};
 
-use super::entry::{Entry, OwnEvent};
+use super::entry::Entry;
 use super::events::Progress;
+use super::own_watch::OwnEvent;
+use super::sender::Sender;
 use super::stats::Count;
 use super::{session_error, Queue};
 use crate::error::{Error, Result};
@@ -28,7 +30,8 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) -> Result<Woke> {
         let names = watching.names;
-        let client = entry.conn().client.clone();
+        let conn = entry.conn().clone();
+        let sender = Sender::new(&conn, &self.root);
         // A watch we no longer need is dropped (removed); one we still need is kept as it is:
         // it has seen every change since it was set.
         armed.retain(|name, _| names.contains(name));
@@ -37,17 +40,17 @@ impl Queue {
         // before the node's deletion, or before the answer that finds the node gone.
         let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(*name)).map(|name| {
             let path = crate::markers::tombstone_of(&self.root.child(name));
-            (name, client.check_and_watch_stat(&path))
+            (name, sender.watch_tomb(&path))
         });
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
         let requests: Vec<_> = names
             .iter()
             .zip(&paths)
-            .map(|(name, path)| (!armed.contains_key(name)).then(|| client.get_and_watch_data(path)))
+            .map(|(name, path)| (!armed.contains_key(name)).then(|| sender.watch_ahead(path)))
             .collect();
         // The head's participant id, for a report: read behind the watches.
-        let head = report.as_ref().map(|(_, _, head)| client.get_data(&self.root.child(head)));
+        let head = report.as_ref().map(|(_, _, head)| sender.read(&self.root.child(head)));
         if let Some((name, request)) = tomb {
             arm_tomb(tombs, name, request.await);
         }
