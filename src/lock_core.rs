@@ -140,7 +140,7 @@ pub(crate) const LEAVE_GRACE: std::time::Duration = std::time::Duration::from_mi
 ///
 /// Not an `async fn`: one would keep `fut` twice (as its argument, and again in whichever
 /// branch runs), and an acquire's future keeps room for its largest state for as long as a
-/// waiter waits (issue 38: memory per queued waiter). This keeps it once.
+/// waiter waits (the memory per queued waiter, `tests/memory.rs`). This keeps it once.
 fn by_deadline<F: std::future::Future>(
     deadline: Option<Instant>,
     fut: F,

@@ -138,8 +138,8 @@ impl<'a> Sender<'a> {
     /// another server. The leader answers a `sync` only after every write it took in before
     /// it, and a create still on its way to the leader once we reconnected elsewhere fails
     /// there (the session moved). Without it, the create lands after an empty listing: we
-    /// create again, and the first node stays in our live session, ahead of everyone (a
-    /// read/write lock stalled 33 s so in a chaos soak; `tests/late_create.rs`).
+    /// create again, and the first node stays in our live session, ahead of everyone, until
+    /// the session ends (`tests/late_create.rs`).
     ///
     /// # Errors
     /// The listing's and the reads' errors (retried across connection losses).

@@ -183,7 +183,10 @@ impl InterProcessReadWriteLock {
             return Err(Error::LockLost { path: self.path().to_string() });
         }
         if rule.writer_between.load(Ordering::SeqCst) {
-            tracing::debug!(path = %self.path(), "a writer is queued behind ours: the write node stays until the read is released");
+            tracing::debug!(
+                path = %self.path(),
+                "a writer is queued behind ours: the write node stays until the read is released"
+            );
             read.keep_until_released(keep);
         } else {
             drop(keep);

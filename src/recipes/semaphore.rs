@@ -313,7 +313,7 @@ mod tests {
         assert_eq!(weight(&node("_c_6f1d2c3b-0a9e-4c1b-8d7f-5e4a3b2c1d0e-lease-0000000001", 1), 5), 1);
     }
 
-    /// Issue 15: weights from foreign or corrupt names are never under-counted and never
+    /// Weights from foreign or corrupt names are never under-counted and never
     /// overflow: unreadable, zero, absurd or above-maximum weights count as the maximum.
     #[test]
     fn corrupt_weights_count_as_the_maximum_and_never_overflow() {
@@ -339,7 +339,7 @@ mod tests {
         assert_eq!(rule.decide(&q, 2), Decision::Wait { on: 1, then_proceed: false });
     }
 
-    /// Issue 15: the first waiter waits on any holder (every one of them), later waiters on the
+    /// The first waiter waits on any holder (every one of them), later waiters on the
     /// waiter ahead; admission is a FIFO prefix.
     #[test]
     fn the_first_waiter_watches_every_holder_and_later_ones_the_waiter_ahead() {
