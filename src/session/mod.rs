@@ -8,6 +8,7 @@
 
 mod connect;
 mod deletes;
+mod demand;
 mod driver;
 mod features;
 mod guess;
@@ -33,6 +34,7 @@ use zookeeper_client::Client;
 use self::connect::open_client;
 pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
+pub(crate) use self::demand::Asking;
 pub use self::features::ServerFeatures;
 pub(crate) use self::listeners::{Listener, Registration};
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -299,13 +301,16 @@ impl Session {
     /// at the longest. An answer from a follower that the leader no longer hears proves
     /// nothing, and this stops moving. docs/safety.md, "The safe window", gives the argument.
     pub fn last_contact(&self) -> Option<Instant> {
+        self.handle.shared.ask_window();
         self.handle.shared.last_contact(self.generation())
     }
 
     /// [`Session::last_contact`] as a channel: it changes with every proof (and is set to when
     /// the new session was asked for when one starts), for a watchdog that must act when answers stop coming.
     pub fn contacts(&self) -> watch::Receiver<Option<Instant>> {
-        self.handle.shared.contact.channel.subscribe()
+        let contacts = self.handle.shared.contact.channel.subscribe();
+        self.handle.shared.ask_window();
+        contacts
     }
 
     /// The instant before which the server cannot expire the current session:
@@ -316,6 +321,7 @@ impl Session {
     /// longer one (see [`ConnectOptions::beat_period`]). `None` while a new session is being
     /// started, and after close.
     pub fn safe_until(&self) -> Option<Instant> {
+        self.handle.shared.ask_window();
         self.handle.shared.safe_until(self.generation())
     }
 
