@@ -47,15 +47,20 @@ async fn an_idle_session_costs_the_pings_and_a_holding_one_at_most_half_as_much_
     over_pings(&zk, ours, theirs, 2).await;
 
     let (idle, pings) = over_pings(&zk, ours, theirs, 10).await;
-    assert!(idle <= pings + 1, "idle: the session sent {idle} requests while the client's pings were {pings}");
+    assert!(
+        idle <= pings + 1,
+        "idle: the session sent {idle} requests while the client's pings were {pings}"
+    );
 
     let mutex = InterProcessMutex::new(&session, "/beats/holding").expect("mutex");
     let guard = within("acquire", mutex.acquire()).await.expect("acquire");
     let first = guard.safe_until().expect("a window while holding");
     assert!(first > Instant::now(), "the hold was handed out with its window passed");
     // The window moves with the beats' proofs.
-    eventually("the window to move", || async { guard.safe_until().is_some_and(|u| u > first + TIMEOUT / 4) })
-        .await;
+    eventually("the window to move", || async {
+        guard.safe_until().is_some_and(|u| u > first + TIMEOUT / 4)
+    })
+    .await;
     let (holding, pings) = over_pings(&zk, ours, theirs, 10).await;
     assert!(
         holding * 2 <= pings * 3 + 2,

@@ -230,10 +230,8 @@ async fn the_longest_beat_period_beats_less_and_its_window_stays_short_of_the_ex
         (received(&zk, sid(&default)).await, received(&zk, sid(&longest)).await);
 
     // Two timeouts' worth of the default's proofs (twenty per timeout once the chain is full).
-    eventually("40 proofs at a twentieth", || async {
-        default_proofs.count.load(Ordering::SeqCst) >= 40
-    })
-    .await;
+    eventually("40 proofs at a twentieth", || async { default_proofs.count.load(Ordering::SeqCst) >= 40 })
+        .await;
     let (default_count, longest_count) =
         (default_proofs.count.load(Ordering::SeqCst), longest_proofs.count.load(Ordering::SeqCst));
     let default_sent = received(&zk, sid(&default)).await - default_before;
