@@ -20,8 +20,8 @@
 //! warm, the window is watched as always (`window.rs`): a lapse is a suspension.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Notify};
 
@@ -81,24 +81,23 @@ impl Demand {
 /// One hold or acquire asking for the window, from its creation to its drop; the linger
 /// starts when the last one goes.
 pub(crate) struct Asking {
-    demand: std::sync::Weak<super::shared::Shared>,
-    linger: std::time::Duration,
+    demand: Weak<Demand>,
+    linger: Duration,
 }
 
 impl Asking {
-    pub(super) fn new(shared: &Arc<super::shared::Shared>) -> Asking {
-        let demand = &shared.contact.demand;
+    /// Asks `demand` for the window until dropped; then, if it was the last, for `linger` more.
+    pub(super) fn new(demand: &Arc<Demand>, linger: Duration) -> Asking {
         if demand.count.fetch_add(1, Ordering::SeqCst) == 0 {
             demand.wake.notify_one();
         }
-        Asking { demand: Arc::downgrade(shared), linger: shared.session_timeout() }
+        Asking { demand: Arc::downgrade(demand), linger }
     }
 }
 
 impl Drop for Asking {
     fn drop(&mut self) {
-        if let Some(shared) = self.demand.upgrade() {
-            let demand = &shared.contact.demand;
+        if let Some(demand) = self.demand.upgrade() {
             if demand.count.fetch_sub(1, Ordering::SeqCst) == 1 {
                 demand.ask_until(Instant::now() + self.linger);
             }

@@ -69,7 +69,7 @@ pub(super) struct Contact {
     /// The negotiated timeout of the current generation, in milliseconds.
     timeout_ms: AtomicU64,
     /// Who asks for the window: the session beats only while someone does (`demand.rs`).
-    pub(super) demand: Demand,
+    pub(super) demand: Arc<Demand>,
 }
 
 impl Shared {
@@ -90,7 +90,7 @@ impl Shared {
                 last: Mutex::new((1, None)),
                 channel: watch::channel(None).0,
                 timeout_ms: AtomicU64::new(0),
-                demand: Demand::default(),
+                demand: Arc::default(),
             },
             nodes: Mutex::default(),
             listeners: Arc::default(),
@@ -224,8 +224,8 @@ impl Shared {
     }
 
     /// A hold or an acquire asks for the window for as long as the value lives (`demand.rs`).
-    pub(crate) fn asking(self: &Arc<Self>) -> Asking {
-        Asking::new(self)
+    pub(crate) fn asking(&self) -> Asking {
+        Asking::new(&self.contact.demand, self.session_timeout())
     }
 
     /// A caller of the session's window asks for it for one session timeout (`demand.rs`).
