@@ -85,11 +85,7 @@ async fn serve(
     let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
     let mut changed = false;
-    // Following the ensemble's configuration (`relay.rs`): a task of this generation.
-    let follow = shared.connect.relay.as_ref().map(|relay| {
-        let pause = conn.client.session_timeout() / 20;
-        super::relay::follow(zookeeper_client::Client::clone(&conn.client), relay.clone(), pause)
-    });
+    let follow = follow_ensemble(shared, conn);
     let ended = loop {
         let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
         let reconnected = std::mem::take(&mut changed) && connected;
@@ -136,6 +132,14 @@ async fn serve(
         follow.abort();
     }
     ended
+}
+
+/// Following the ensemble's configuration (`relay.rs`): a task of this generation.
+fn follow_ensemble(shared: &Shared, conn: &Conn) -> Option<JoinHandle<()>> {
+    shared.connect.relay.as_ref().map(|relay| {
+        let pause = conn.client.session_timeout() / 20;
+        super::relay::follow(zookeeper_client::Client::clone(&conn.client), relay.clone(), pause)
+    })
 }
 
 /// One generation's beats: the chain of answers, the beat in flight, when the next is due,
