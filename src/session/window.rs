@@ -54,8 +54,9 @@ impl Shared {
         if !*suspended {
             return true;
         }
-        // A window nobody watches (`demand.rs`) is not waited for: nothing holds.
-        let watched = self.contact.demand.is_warm();
+        // A window nobody asks for (`demand.rs`) is not waited for: nothing holds. One that is
+        // asked for is (the session beats, and its proofs open it).
+        let watched = self.contact.demand.is_warm() || self.window_asked(Instant::now()).is_some();
         if !self.is_current(generation) || (watched && self.window_lapsed(generation, Instant::now())) {
             return false;
         }
@@ -105,16 +106,18 @@ impl Shared {
     }
 
     /// Waits, before an acquire hands out its hold, until the window of `generation` is warm
-    /// (`demand.rs`), the session is suspended (the hold is then told so), or is no longer
-    /// `generation`; at most until `deadline`, or one session timeout. The acquire asks for the
-    /// window meanwhile, so the session is beating. Cancel-safe: it only observes.
+    /// (`demand.rs`) or the session is no longer `generation`; at most until `deadline`, or one
+    /// session timeout (a connection down meanwhile: the hold is then handed out as it is, and
+    /// told `Suspended`). The acquire asks for the window meanwhile, so the session is beating.
+    /// A suspended session whose window is still warm (a waiter that beat while it waited)
+    /// does not wait. Cancel-safe: it only observes.
     pub(crate) async fn window_ready(&self, generation: u64, deadline: Option<Instant>) {
         let mut warm = self.contact.demand.warm_changes();
         let mut states = self.reports.status.subscribe();
         let bound = Instant::now() + self.session_timeout();
         let bound = deadline.map_or(bound, |d| d.min(bound));
         loop {
-            if *warm.borrow_and_update() || self.is_suspended() || !self.is_current(generation) {
+            if *warm.borrow_and_update() || !self.is_current(generation) {
                 return;
             }
             tokio::select! {
