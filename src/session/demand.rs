@@ -16,8 +16,11 @@
 //! not watched: it may pass without a suspension (nothing holds). When someone asks again, the
 //! window is **warming** until a proof puts it at least half a timeout ahead (at once when the
 //! last proof is that recent): an acquire waits for it before it hands out its hold
-//! (`Shared::window_ready`), and a window that passes while warming suspends nobody. Once
-//! warm, the window is watched as always (`window.rs`): a lapse is a suspension.
+//! (`Shared::window_ready`, even while the connection is down, bounded by the acquire's deadline
+//! and a timeout), and a window that passes while warming suspends nobody. Once warm, the window
+//! is watched as always (`window.rs`): a lapse is a suspension. A session suspended by its
+//! connection is `Reconnected` with its window open again while someone asks for it, at once
+//! when nobody does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
