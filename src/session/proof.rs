@@ -63,6 +63,12 @@ impl BeatChain {
         self.period
     }
 
+    /// The least time from one beat's answer to a later beat's send for the ping argument: a
+    /// quarter of the timeout.
+    pub(super) fn spacing(&self) -> Duration {
+        self.spacing
+    }
+
     /// Records that a beat sent at `sent` was answered at `at`; returns the latest send time
     /// proven to have reached the leader, if any.
     pub(super) fn answered(&mut self, sent: Instant, at: Instant) -> Option<Instant> {

@@ -153,6 +153,11 @@ struct Beats {
     /// Whether the next beat goes right after the answer of the one in flight (the first
     /// beats after someone started asking).
     quick: bool,
+    /// While the window warms: when the first beat since someone started asking was answered.
+    /// A beat goes a quarter of the timeout after it (`m`) and the next right after that one's
+    /// answer (`k`), which proves it: the window is warm a quarter of the timeout after the ask
+    /// rather than a whole number of periods later.
+    warming: Option<Instant>,
 }
 
 impl Beats {
@@ -163,6 +168,7 @@ impl Beats {
             next: Instant::now(),
             asked: false,
             quick: false,
+            warming: None,
         }
     }
 
@@ -211,9 +217,22 @@ impl Beats {
                 shared.warm_if_ahead(conn.generation);
             }
         }
-        self.next = match std::mem::take(&mut self.quick) {
-            true => now,
-            false => now + self.chain.period(),
+        let warm = shared.contact.demand.is_warm();
+        self.next = if std::mem::take(&mut self.quick) {
+            self.warming = answer.filter(|_| !warm).map(|(_, at)| at);
+            now
+        } else if let Some(first) = self.warming.filter(|_| !warm) {
+            let m = first + self.chain.spacing();
+            match answer {
+                // That was `m`: `k` now, once.
+                Some((sent, _)) if sent >= m => {
+                    self.warming = None;
+                    now
+                }
+                _ => (now + self.chain.period()).min(m),
+            }
+        } else {
+            now + self.chain.period()
         };
     }
 
