@@ -344,6 +344,9 @@ impl LockCore {
         if session.is_closed() {
             return Err(Error::SessionClosed);
         }
+        // The acquire asks for the safe window from now on (the session beats), so that its
+        // hold has one when it is admitted (`session/demand.rs`).
+        let _asking = session.asking();
         let turn = match (&self.turn, request.take_turn) {
             (Some(turn), true) => match take_turn(turn, wait, deadline, session).await? {
                 Some(taken) => Some(taken),
@@ -358,7 +361,13 @@ impl LockCore {
             let conn = conn?;
             span.record("generation", conn.generation);
             match self.attempt(&conn, request, deadline, &span, progress).await {
-                Ok(Ok(entry)) => return Ok(Some(self.hold(entry, turn))),
+                Ok(Ok(entry)) => {
+                    // Admitted: the hold is handed out once its window is proven (at once on a
+                    // session that was asked for it recently; dropped meanwhile, the entry's
+                    // node is deleted as after any cancelled acquire).
+                    session.window_ready(conn.generation, deadline).await;
+                    return Ok(Some(self.hold(entry, turn)));
+                }
                 Ok(Err(Missed::NotFree)) => return Ok(None),
                 Ok(Err(Missed::OutOfTime)) => return self.gave_up(wait),
                 Err(Error::SessionExpired) if !conn.session_closed() => {

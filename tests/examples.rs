@@ -54,9 +54,9 @@ fn the_session_recovery_example_heals_without_rebuilding() {
     }
 }
 
-/// `examples/beat_window` (docs/performance.md, "The beat's period"): at the default period and
-/// at the longest, an idle session's window never lapses while connected (the example exits
-/// non-zero if one did), and a longer period sends fewer requests.
+/// `examples/beat_window` (docs/performance.md, "The beat's period"): at the shortest period and
+/// at the longest, the window of a session that reads it (and so asks for it) never lapses while
+/// connected (the example exits non-zero if one did), and a longer period sends fewer requests.
 #[test]
 fn the_beat_window_example_keeps_each_window_open_at_every_period() {
     let out = Command::new(example("beat_window"))

@@ -199,7 +199,8 @@ async fn received(zk: &ZkCluster, sid: i64) -> u64 {
 }
 
 /// `ConnectOptions::beat_period(0.15)`, the longest: the session beats (and proves) a third as
-/// often as at the default twentieth, the server hears from it a third as often (the client
+/// often as at the shortest, a twentieth (both asked for their windows: `follow` reads their
+/// contacts), the server hears from it a third as often (the client
 /// crate's own pings, three twentieths after its last request, do not come in between), its
 /// window stays open while connected, and it still never reaches past the moment the server
 /// expires the session.
@@ -209,7 +210,13 @@ async fn the_longest_beat_period_beats_less_and_its_window_stays_short_of_the_ex
     init_tracing();
     let zk = standalone().await;
     let proxy = zk.proxy().expect("proxy");
-    let default = session_with_timeout(&zk.connect_string(), TIMEOUT).await;
+    // A twentieth, the shortest period (the default until the beats came only when asked for).
+    let default = within(
+        "a session beating every twentieth",
+        Session::connect_with(&zk.connect_string(), &ConnectOptions::new(TIMEOUT).beat_period(0.05)),
+    )
+    .await
+    .expect("session");
     let longest = within(
         "a session beating every three twentieths",
         Session::connect_with(&proxy.connect_string(), &ConnectOptions::new(TIMEOUT).beat_period(0.15)),
@@ -223,10 +230,8 @@ async fn the_longest_beat_period_beats_less_and_its_window_stays_short_of_the_ex
         (received(&zk, sid(&default)).await, received(&zk, sid(&longest)).await);
 
     // Two timeouts' worth of the default's proofs (twenty per timeout once the chain is full).
-    eventually("40 proofs of the default period", || async {
-        default_proofs.count.load(Ordering::SeqCst) >= 40
-    })
-    .await;
+    eventually("40 proofs at a twentieth", || async { default_proofs.count.load(Ordering::SeqCst) >= 40 })
+        .await;
     let (default_count, longest_count) =
         (default_proofs.count.load(Ordering::SeqCst), longest_proofs.count.load(Ordering::SeqCst));
     let default_sent = received(&zk, sid(&default)).await - default_before;
@@ -234,11 +239,11 @@ async fn the_longest_beat_period_beats_less_and_its_window_stays_short_of_the_ex
     // About a third as many beats, and requests at the server.
     assert!(
         longest_count > 0 && longest_count * 2 < default_count,
-        "proofs: {longest_count} at three twentieths, {default_count} at the default"
+        "proofs: {longest_count} at three twentieths, {default_count} at a twentieth"
     );
     assert!(
         longest_sent * 2 < default_sent,
-        "requests received: {longest_sent} at three twentieths, {default_sent} at the default"
+        "requests received: {longest_sent} at three twentieths, {default_sent} at a twentieth"
     );
     assert!(!longest_proofs.suspended.load(Ordering::SeqCst), "the window lapsed while connected");
     assert!(longest.safe_until().is_some_and(|until| until > Instant::now()));

@@ -46,11 +46,18 @@ impl Conn {
     }
 }
 
+/// zklock's beat period, as a fraction of the session timeout: a twentieth, the freshest window.
+const BEAT_PERIOD: f64 = 0.05;
+
 pub async fn connect(target: Target<'_>) -> Result<Conn, Failure> {
     let connect = target.connect.ok_or_else(|| {
         Failure::new(exit::USAGE, "no ZooKeeper to talk to: pass --connect or set ZK_CONNECT")
     })?;
-    let mut options = ConnectOptions::new(target.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT));
+    // Beats every twentieth (the library's default is 0.14): the kill deadline after a loss is
+    // the window, and a fresher window leaves the command a grace (`deadline::best_grace`).
+    // zklock beats only while it waits or holds (the library beats only while asked).
+    let timeout = target.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
+    let mut options = ConnectOptions::new(timeout).beat_period(BEAT_PERIOD);
     if let Some(tls) = target.tls {
         options = options.tls(tls);
     }

@@ -358,8 +358,8 @@ pub enum Error {
     /// A beat period ([`crate::ConnectOptions::beat_period`]) outside a twentieth to three
     /// twentieths of the session timeout (or not a number). Nothing was sent.
     #[error(
-        "invalid beat period {fraction} of the session timeout: ask for 0.05 (a twentieth, the \
-         default) to 0.15 (three twentieths)"
+        "invalid beat period {fraction} of the session timeout: ask for 0.05 (a twentieth) to 0.15 \
+         (three twentieths; the default is 0.14)"
     )]
     InvalidBeatPeriod {
         /// The fraction of the negotiated session timeout asked for.

@@ -13,7 +13,7 @@ use super::node::Node;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
 use crate::queue::{Entry, EntryParts, OwnEvent, PendingEvent};
-use crate::session::{Listener, Session, Shared};
+use crate::session::{Asking, Listener, Session, Shared};
 use crate::status::{ConnectionState, LockStatus, LossPolicy, SessionStatus};
 use crate::util::{lock, on_connection_loss, Janitor};
 
@@ -33,6 +33,8 @@ pub(crate) struct Hold {
     pub(super) monitor: Monitor,
     /// Finishes releases whose caller went away.
     pub(super) janitor: Janitor,
+    /// The hold asks for its session's safe window while it lives (the session beats).
+    _asking: Asking,
 }
 
 /// The hold's local state, under one lock.
@@ -84,6 +86,7 @@ impl Hold {
             local: Mutex::new(Local { count: 1, turn, companions: Vec::new() }),
             monitor: Monitor::new(policy, revocable, revoked, labels),
             janitor: janitor.clone(),
+            _asking: shared.asking(),
         });
         attach(&hold, &shared, own, follow_own, max_hold);
         hold

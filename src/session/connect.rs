@@ -54,8 +54,9 @@ impl ConnectOptions {
     /// [`Error::InvalidSessionTimeout`]; the server bounds it to its `[minSessionTimeout,
     /// maxSessionTimeout]`, by default 2 to 20 ticks); no credentials; a missing chroot is an error; reconnection
     /// after an expiry backs off from 50 ms up to 5 s; Nagle's algorithm off on the
-    /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]); a beat a twentieth of the
-    /// timeout after the previous one's answer (see [`ConnectOptions::beat_period`]).
+    /// connections, on Linux (see [`ConnectOptions::tcp_nodelay`]); while the safe window is
+    /// asked for, a beat 0.14 of the timeout after the previous one's answer (see
+    /// [`ConnectOptions::beat_period`]).
     pub fn new(session_timeout: Duration) -> ConnectOptions {
         ConnectOptions {
             session_timeout,
@@ -149,32 +150,40 @@ impl ConnectOptions {
     /// How long after a beat's answer the session sends the next beat, as a fraction of the
     /// **negotiated** session timeout (the one the server granted,
     /// [`crate::Session::session_timeout`], for every new session too): from `0.05` (a
-    /// twentieth, the default) to `0.15` (three twentieths). The period is at least 10 ms.
+    /// twentieth) to `0.15` (three twentieths); `0.14` by default. The period is at least 10 ms.
     ///
     /// A beat is a `sync` that the leader answers. With `j` answered, `m` the first beat sent
     /// a quarter of the timeout or more after that, and `k` the next, `k`'s answer proves that
     /// `j` reached the leader: [`crate::Session::safe_until`] counts from that proof
-    /// (docs/safety.md, "The safe window"). The period trades two things:
+    /// (docs/safety.md, "The safe window").
     ///
+    /// **The session beats only while the window is asked for**: while a hold lives, while an
+    /// acquire is under way, for a session timeout after a call of
+    /// [`crate::Session::safe_until`] or [`crate::Session::last_contact`], while a receiver of
+    /// [`crate::Session::contacts`] lives, and for a session timeout after the last of those
+    /// (docs/sessions.md, "When the session beats"). Otherwise it sends only the client crate's
+    /// pings. The period trades three things while it beats:
+    ///
+    /// * **The requests.** The client crate pings about every fifth of the timeout when
+    ///   nothing else goes; a beat every `0.14` replaces those pings with about 1.4 times as
+    ///   many requests, every twentieth with four times as many.
     /// * **The window's freshness.** The proven contact lags the latest answer by a quarter of
     ///   the timeout rounded up to whole periods plus one period, and one period more just
     ///   before the next proof (plus round trips). So `safe_until()` stays ahead, while
-    ///   connected, by about 0.65 to 0.7 of the timeout at the default, 0.5 to 0.6 at `0.1`,
-    ///   0.4 to 0.55 at `0.15` (measured: docs/performance.md). A hold that stops at its
-    ///   `safe_until()` gets that much less time, and a process stalled for longer than what is
-    ///   left is suspended by its own session.
+    ///   connected, by about 0.43 to 0.58 of the timeout at the default, 0.65 to 0.7 at `0.05`,
+    ///   0.5 to 0.62 at `0.125`, 0.4 to 0.55 at `0.15` (docs/sessions.md). A hold that stops
+    ///   at its `safe_until()` gets that much less time, and a process stalled for longer than
+    ///   what is left is suspended by its own session. Half the timeout at the least takes
+    ///   `0.125` or less: more requests than the default (1.6 times the pings).
     /// * **Failover after a crash.** The server expires a killed process's session one timeout
-    ///   after it last heard from it. Beats every twentieth keep that moment recent, so the
-    ///   process's locks and leadership pass on about a whole timeout after the crash; with a
-    ///   longer period the server had last heard from it, on average, about half a period
-    ///   before the crash (a whole period at most), and the failover comes that much sooner.
+    ///   after it last heard from it: with a longer period it had last heard from it, on
+    ///   average, about half a period before the crash, and the failover comes that much
+    ///   sooner.
     ///
     /// The range ends at three twentieths because the client crate pings the server by itself
     /// three twentieths of the timeout after its last request: with a longer period those
-    /// pings fill the gaps, so the server's silence grows no longer (the failover comes no
-    /// sooner) while the window grows staler (at `0.2`, 0.2 to 0.4 of the timeout ahead, with
-    /// more requests than at `0.15`). A twentieth is the shortest: beats more often would load
-    /// the servers for almost no freshness (the quarter of the timeout dominates the lag).
+    /// pings fill the gaps, so the requests grow again while the window grows staler (at
+    /// `0.2`, 0.2 to 0.4 of the timeout ahead, with more requests than at `0.15`).
     ///
     /// # Errors
     /// Connecting ([`crate::Session::connect_with`]) fails at once, nothing sent, with
@@ -339,10 +348,12 @@ pub(crate) fn check_session_timeout(requested: Duration) -> Result<()> {
     }
 }
 
-/// The default beat period, as a fraction of the negotiated session timeout: a twentieth.
-pub(crate) const DEFAULT_BEAT_PERIOD: f64 = 1.0 / 20.0;
-/// The shortest beat period that can be asked for: the default.
-const MIN_BEAT_PERIOD: f64 = DEFAULT_BEAT_PERIOD;
+/// The default beat period, as a fraction of the negotiated session timeout: 0.14, so that a
+/// session that holds sends about 1.4 times the requests of the client crate's own pings (see
+/// [`ConnectOptions::beat_period`]).
+pub(crate) const DEFAULT_BEAT_PERIOD: f64 = 0.14;
+/// The shortest beat period that can be asked for: a twentieth.
+const MIN_BEAT_PERIOD: f64 = 1.0 / 20.0;
 /// The longest: three twentieths, when the client crate's own pings begin to fill the gaps
 /// (see [`ConnectOptions::beat_period`]).
 const MAX_BEAT_PERIOD: f64 = 3.0 / 20.0;

@@ -8,6 +8,7 @@
 
 mod connect;
 mod deletes;
+mod demand;
 mod driver;
 mod features;
 mod guess;
@@ -33,6 +34,7 @@ use zookeeper_client::Client;
 use self::connect::open_client;
 pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
+pub(crate) use self::demand::Asking;
 pub use self::features::ServerFeatures;
 pub(crate) use self::listeners::{Listener, Registration};
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -62,7 +64,9 @@ use crate::util::lock;
 /// * **The safe window**: [`Session::safe_until`] is the instant before which the server cannot
 ///   have expired this session (the send time of our latest request proven to have reached the
 ///   leader, plus the negotiated timeout): work that must stop before anyone else may take our
-///   locks must stop before it.
+///   locks must stop before it. The session proves it with beats (`sync`s) **only while it is
+///   asked for**: by a hold, an acquire, or a caller of the window (see
+///   [`ConnectOptions::beat_period`]); otherwise it sends only the client crate's pings.
 ///
 /// Dropping every clone closes the session in the background; [`Session::close`] closes it and
 /// waits.
@@ -289,33 +293,48 @@ impl Session {
     /// ZooKeeper leader, which is the server that expires sessions; at first, when the session
     /// was asked for.
     ///
-    /// The session beats with a `sync` a period after the previous one was answered (a
-    /// twentieth of the negotiated timeout unless [`ConnectOptions::beat_period`] says
-    /// otherwise). A follower forwards a `sync` to the leader, but tells the leader of our
-    /// requests only in its replies to the leader's pings. So an answered beat proves a beat
-    /// sent at least a quarter of the timeout before the one before it, and this lags the
-    /// latest answer by that quarter rounded up to whole periods, plus a period and the round
-    /// trips, while connected: 0.3 to 0.35 of the timeout at the default period, 0.45 to 0.6
-    /// at the longest. An answer from a follower that the leader no longer hears proves
-    /// nothing, and this stops moving. docs/safety.md, "The safe window", gives the argument.
+    /// While the window is asked for, the session beats with a `sync` a period after the
+    /// previous one was answered (0.14 of the negotiated timeout unless
+    /// [`ConnectOptions::beat_period`] says otherwise). A follower forwards a `sync` to the
+    /// leader, but tells the leader of our requests only in its replies to the leader's pings.
+    /// So an answered beat proves a beat sent at least a quarter of the timeout before the one
+    /// before it, and this lags the latest answer by that quarter rounded up to whole periods,
+    /// plus a period and the round trips, while connected: 0.42 to 0.44 of the timeout at the
+    /// default period, 0.3 to 0.35 at the shortest. An answer from a follower that the leader
+    /// no longer hears proves nothing, and this stops moving. docs/safety.md, "The safe
+    /// window", gives the argument.
+    ///
+    /// Calling this asks for the window for one session timeout: the session beats meanwhile.
+    /// On a session that nobody asked for a while, the first call returns an old contact; the
+    /// next proofs, a few round trips to a quarter of the timeout later, move it.
     pub fn last_contact(&self) -> Option<Instant> {
+        self.handle.shared.ask_window();
         self.handle.shared.last_contact(self.generation())
     }
 
     /// [`Session::last_contact`] as a channel: it changes with every proof (and is set to when
     /// the new session was asked for when one starts), for a watchdog that must act when answers stop coming.
+    /// The window is asked for while the receiver lives: the session beats.
     pub fn contacts(&self) -> watch::Receiver<Option<Instant>> {
-        self.handle.shared.contact.channel.subscribe()
+        let contacts = self.handle.shared.contact.channel.subscribe();
+        self.handle.shared.ask_window();
+        contacts
     }
 
     /// The instant before which the server cannot expire the current session:
     /// [`Session::last_contact`] plus the negotiated timeout. It carries **no margin**: subtract
-    /// your own (scheduling delays, the time it takes to stop what you run). While connected it
-    /// stays 0.6 to 0.7 of the timeout ahead at the default beat period (the timeout, less
-    /// [`Session::last_contact`]'s lag, less the time since the latest answer), less with a
-    /// longer one (see [`ConnectOptions::beat_period`]). `None` while a new session is being
-    /// started, and after close.
+    /// your own (scheduling delays, the time it takes to stop what you run). While connected
+    /// and asked for, it stays 0.43 to 0.58 of the timeout ahead at the default beat period
+    /// (the timeout, less [`Session::last_contact`]'s lag, less the time since the latest
+    /// answer), more with a shorter one (see [`ConnectOptions::beat_period`]). `None` while a
+    /// new session is being started, and after close.
+    ///
+    /// Calling this asks for the window for one session timeout (the session beats meanwhile):
+    /// on a session that nobody asked for a while, the first call may return an instant already
+    /// passed, until the next proofs. A hold's window ([`crate::LockGuard::safe_until`]) is
+    /// asked for as long as the hold lives, and proven when the acquire hands it out.
     pub fn safe_until(&self) -> Option<Instant> {
+        self.handle.shared.ask_window();
         self.handle.shared.safe_until(self.generation())
     }
 

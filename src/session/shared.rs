@@ -11,6 +11,7 @@ use zookeeper_client::Client;
 
 use super::connect::{server_addresses, ConnectOptions};
 use super::deletes::{DeleteFuture, Deletes, Drive};
+use super::demand::{Asking, Demand};
 use super::driver::{Driver, Job};
 use super::features::FeatureCache;
 use super::guess::Guesses;
@@ -67,6 +68,8 @@ pub(super) struct Contact {
     pub(super) channel: watch::Sender<Option<Instant>>,
     /// The negotiated timeout of the current generation, in milliseconds.
     timeout_ms: AtomicU64,
+    /// Who asks for the window: the session beats only while someone does (`demand.rs`).
+    pub(super) demand: Arc<Demand>,
 }
 
 impl Shared {
@@ -87,6 +90,7 @@ impl Shared {
                 last: Mutex::new((1, None)),
                 channel: watch::channel(None).0,
                 timeout_ms: AtomicU64::new(0),
+                demand: Arc::default(),
             },
             nodes: Mutex::default(),
             listeners: Arc::default(),
@@ -217,6 +221,23 @@ impl Shared {
             contact.1 = Some(sent);
             self.contact.channel.send_replace(Some(sent));
         }
+    }
+
+    /// A hold or an acquire asks for the window for as long as the value lives (`demand.rs`).
+    pub(crate) fn asking(&self) -> Asking {
+        Asking::new(&self.contact.demand, self.session_timeout())
+    }
+
+    /// A caller of the session's window asks for it for one session timeout (`demand.rs`).
+    pub(super) fn ask_window(&self) {
+        self.contact.demand.ask_until(Instant::now() + self.session_timeout());
+    }
+
+    /// Whether anyone asks for the window at `now`: `Some(None)` while a hold, an acquire or a
+    /// receiver of the contacts lives (the session's task has one of its own), `Some(until)`
+    /// while callers and the linger ask, `None` when nobody does.
+    pub(super) fn window_asked(&self, now: Instant) -> Option<Option<Instant>> {
+        self.contact.demand.asked(now, self.contact.channel.receiver_count() > 1)
     }
 
     pub(crate) fn last_contact(&self, generation: u64) -> Option<Instant> {

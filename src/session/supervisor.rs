@@ -38,6 +38,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
         );
         *lock(&shared.current) = None;
         lock(&shared.nodes).clear();
+        // The next generation's window is its own: warm again once proven (`demand.rs`).
+        shared.contact.demand.set_warm(false);
         drop(conn);
         shared.publish_unsuspended(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
@@ -62,14 +64,16 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
 /// generation after the first gets Nagle turned off (a reconnection opens a new socket): the
 /// first had it done after `states` was made, so any reconnection since is a change here.
 ///
-/// The generation is suspended while its connection is down or its safe window has passed
-/// (`window.rs`): a timer at the window's end suspends it if no proof came meanwhile, and it
-/// is reported `Reconnected` only once connected with the window open again (a beat is sent at
-/// once after a reconnection that found it passed).
+/// The generation is suspended while its connection is down or its (warm) safe window has
+/// passed (`window.rs`): a timer at the window's end suspends it if no proof came meanwhile, and
+/// it is reported `Reconnected` only once connected with the window open again (a beat is sent
+/// at once after a reconnection that found it passed).
 ///
-/// Beats (`sync`s) go one at a time, each a period after the last one's answer (a twentieth of
-/// the negotiated timeout unless `ConnectOptions::beat_period` says otherwise): each answer
-/// proves that an earlier beat reached the leader (`proof.rs`).
+/// Beats (`sync`s) go only while someone asks for the window (`demand.rs`), one at a time,
+/// each a period after the last one's answer (`ConnectOptions::beat_period` of the negotiated
+/// timeout): each answer proves that an earlier beat reached the leader (`proof.rs`). When
+/// someone starts asking, a beat goes at once and the next right after its answer, so that a
+/// recent enough earlier one is proven within two round trips.
 async fn serve(
     shared: &Arc<Shared>,
     conn: &Conn,
@@ -77,17 +81,11 @@ async fn serve(
     closing: &mut watch::Receiver<bool>,
 ) -> Ended {
     let generation = conn.generation;
-    let mut chain = BeatChain::new(conn.client.session_timeout(), shared.options.beat_period);
-    let mut beat: Option<JoinHandle<Option<(Instant, Instant)>>> = None;
-    let mut next_beat = Instant::now();
+    let mut beats = Beats::new(conn, shared);
     let mut contacts = shared.contact.channel.subscribe();
     let mut state = states.state();
     let mut changed = false;
-    // Following the ensemble's configuration (`relay.rs`): a task of this generation.
-    let follow = shared.connect.relay.as_ref().map(|relay| {
-        let pause = conn.client.session_timeout() / 20;
-        super::relay::follow(zookeeper_client::Client::clone(&conn.client), relay.clone(), pause)
-    });
+    let follow = follow_ensemble(shared, conn);
     let ended = loop {
         let connected = matches!(state, SessionState::SyncConnected | SessionState::ConnectedReadOnly);
         let reconnected = std::mem::take(&mut changed) && connected;
@@ -97,6 +95,7 @@ async fn serve(
             conn.features.forget();
             shared.nodelay().await;
         }
+        let asked = beats.follow_demand(shared, generation);
         match state {
             SessionState::Expired | SessionState::AuthFailed | SessionState::Closed => break Ended::Expired,
             SessionState::Disconnected => {
@@ -106,41 +105,142 @@ async fn serve(
             }
             // Connected: resume if suspended. Just back, but the window passed meanwhile: beat
             // now, once (the proofs that open it again follow, a few beats later).
-            _ if connected && !shared.resume(generation) && reconnected => {
-                next_beat = next_beat.min(Instant::now());
-            }
+            _ if connected && !shared.resume(generation) && reconnected => beats.now(),
             _ => {}
         }
-        // The window's end, while not suspended: if no proof moved it by then, suspend.
-        let window_end = (!shared.is_suspended()).then(|| shared.safe_until(generation)).flatten();
-        let beat_due = beat.is_none().then_some(next_beat);
+        // The window's end, while warm and not suspended: if no proof moved it by then, suspend.
+        let watched = shared.contact.demand.is_warm() && !shared.is_suspended();
+        let window_end = watched.then(|| shared.safe_until(generation)).flatten();
         tokio::select! {
             _ = closing.wait_for(|c| *c) => break Ended::Closed,
             next = states.changed() => {
                 state = next;
                 changed = true;
             }
-            _ = sleep_until_some(beat_due) => beat = Some(heartbeat(conn)),
-            answer = join_some(&mut beat) => {
-                beat = None;
-                let now = Instant::now();
-                if let Some(proven) = answer.and_then(|(sent, at)| chain.answered(sent, at)) {
-                    conn.note_contact(proven);
-                }
-                next_beat = now + chain.period();
-            }
+            _ = sleep_until_some(beats.due()) => beats.send(conn),
+            answer = join_some(&mut beats.in_flight) => beats.answered(answer, conn, shared),
             // A proof: the window moved (and may open again after a lapse).
             _ = contacts.changed() => {}
             _ = sleep_until_some(window_end) => shared.check_window(generation),
+            // Someone starts asking; or the last asker's time is up.
+            _ = shared.contact.demand.woken() => {}
+            _ = sleep_until_some(asked.flatten()) => {}
         }
     };
-    if let Some(beat) = beat {
-        beat.abort();
-    }
+    beats.stop();
     if let Some(follow) = follow {
         follow.abort();
     }
     ended
+}
+
+/// Following the ensemble's configuration (`relay.rs`): a task of this generation.
+fn follow_ensemble(shared: &Shared, conn: &Conn) -> Option<JoinHandle<()>> {
+    shared.connect.relay.as_ref().map(|relay| {
+        let pause = conn.client.session_timeout() / 20;
+        super::relay::follow(zookeeper_client::Client::clone(&conn.client), relay.clone(), pause)
+    })
+}
+
+/// One generation's beats: the chain of answers, the beat in flight, when the next is due,
+/// and whether anyone asks for them.
+struct Beats {
+    chain: BeatChain,
+    in_flight: Option<JoinHandle<Option<(Instant, Instant)>>>,
+    next: Instant,
+    /// Whether someone asks for the window (the beats go on).
+    asked: bool,
+    /// Whether the next beat goes right after the answer of the one in flight (the first
+    /// beats after someone started asking).
+    quick: bool,
+    /// While the window warms: when the first beat since someone started asking was answered.
+    /// A beat goes a quarter of the timeout after it (`m`) and the next right after that one's
+    /// answer (`k`), which proves it: the window is warm a quarter of the timeout after the ask
+    /// rather than a whole number of periods later.
+    warming: Option<Instant>,
+}
+
+impl Beats {
+    fn new(conn: &Conn, shared: &Shared) -> Beats {
+        Beats {
+            chain: BeatChain::new(conn.client.session_timeout(), shared.options.beat_period),
+            in_flight: None,
+            next: Instant::now(),
+            asked: false,
+            quick: false,
+            warming: None,
+        }
+    }
+
+    /// Starts or stops beating as someone asks for the window or nobody does any more
+    /// (`demand.rs`); returns the asking as [`Shared::window_asked`] says it.
+    fn follow_demand(&mut self, shared: &Shared, generation: u64) -> Option<Option<Instant>> {
+        let asked = shared.window_asked(Instant::now());
+        match (asked.is_some(), self.asked) {
+            (true, false) => {
+                tracing::trace!(generation, "the window is asked for: beating");
+                self.asked = true;
+                self.quick = true;
+                self.now();
+                shared.warm_if_ahead(generation);
+            }
+            (false, true) => {
+                tracing::trace!(generation, "nobody asks for the window: no more beats");
+                self.asked = false;
+                shared.contact.demand.set_warm(false);
+            }
+            _ => {}
+        }
+        asked
+    }
+
+    /// The next beat goes now.
+    fn now(&mut self) {
+        self.next = self.next.min(Instant::now());
+    }
+
+    /// When the next beat is due: `None` while one is in flight or nobody asks.
+    fn due(&self) -> Option<Instant> {
+        (self.in_flight.is_none() && self.asked).then_some(self.next)
+    }
+
+    fn send(&mut self, conn: &Conn) {
+        self.in_flight = Some(heartbeat(conn));
+    }
+
+    fn answered(&mut self, answer: Option<(Instant, Instant)>, conn: &Conn, shared: &Shared) {
+        self.in_flight = None;
+        let now = Instant::now();
+        if let Some(proven) = answer.and_then(|(sent, at)| self.chain.answered(sent, at)) {
+            conn.note_contact(proven);
+            if self.asked {
+                shared.warm_if_ahead(conn.generation);
+            }
+        }
+        let warm = shared.contact.demand.is_warm();
+        self.next = if std::mem::take(&mut self.quick) {
+            self.warming = answer.filter(|_| !warm).map(|(_, at)| at);
+            now
+        } else if let Some(first) = self.warming.filter(|_| !warm) {
+            let m = first + self.chain.spacing();
+            match answer {
+                // That was `m`: `k` now, once.
+                Some((sent, _)) if sent >= m => {
+                    self.warming = None;
+                    now
+                }
+                _ => (now + self.chain.period()).min(m),
+            }
+        } else {
+            now + self.chain.period()
+        };
+    }
+
+    fn stop(self) {
+        if let Some(beat) = self.in_flight {
+            beat.abort();
+        }
+    }
 }
 
 /// Sleeps until `at`, or forever when `None`.

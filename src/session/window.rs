@@ -54,7 +54,10 @@ impl Shared {
         if !*suspended {
             return true;
         }
-        if !self.is_current(generation) || self.window_lapsed(generation, Instant::now()) {
+        // A window nobody asks for (`demand.rs`) is not waited for: nothing holds. One that is
+        // asked for is (the session beats, and its proofs open it).
+        let watched = self.contact.demand.is_warm() || self.window_asked(Instant::now()).is_some();
+        if !self.is_current(generation) || (watched && self.window_lapsed(generation, Instant::now())) {
             return false;
         }
         *suspended = false;
@@ -73,7 +76,13 @@ impl Shared {
     /// Publishes `Suspended` at once if the safe window of `generation` has passed: what every
     /// read of a hold's status does first, so that a status read right after a pause is never
     /// `Held` past the window, before the session's task has run.
+    ///
+    /// Only a warm window is watched (`demand.rs`): one that passed while nobody asked for it,
+    /// or while it was warming again, suspends nobody (no hold was handed out on it).
     pub(crate) fn check_window(&self, generation: u64) {
+        if !self.contact.demand.is_warm() {
+            return;
+        }
         let lapsed = self.safe_until(generation).is_some_and(|until| until <= Instant::now());
         if lapsed && !self.is_suspended() {
             tracing::warn!(
@@ -83,6 +92,42 @@ impl Shared {
                  process, or a server that stopped answering): suspended until one comes"
             );
             self.suspend(generation);
+        }
+    }
+
+    /// Marks the window warm when it is asked for and proven at least half a timeout ahead
+    /// (`demand.rs`): from then on, proofs keep coming before it passes unless something is
+    /// wrong, and a lapse is a suspension.
+    pub(super) fn warm_if_ahead(&self, generation: u64) {
+        let ahead = Instant::now() + self.session_timeout() / 2;
+        if self.safe_until(generation).is_some_and(|until| until >= ahead) {
+            self.contact.demand.set_warm(true);
+        }
+    }
+
+    /// Waits, before an acquire hands out its hold, until the window of `generation` is warm
+    /// (`demand.rs`) or the session is no longer `generation`; at most until `deadline`, or one
+    /// session timeout (a connection down meanwhile: the hold is then handed out as it is, and
+    /// told `Suspended`). The acquire asks for the window meanwhile, so the session is beating.
+    /// A suspended session whose window is still warm (a waiter that beat while it waited)
+    /// does not wait. Cancel-safe: it only observes.
+    pub(crate) async fn window_ready(&self, generation: u64, deadline: Option<Instant>) {
+        let mut warm = self.contact.demand.warm_changes();
+        let mut states = self.reports.status.subscribe();
+        let bound = Instant::now() + self.session_timeout();
+        let bound = deadline.map_or(bound, |d| d.min(bound));
+        loop {
+            if *warm.borrow_and_update() || !self.is_current(generation) {
+                return;
+            }
+            tokio::select! {
+                _ = warm.changed() => {}
+                changed = states.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(bound.into()) => {
+                    tracing::debug!(generation, "the safe window is not proven yet: the hold is handed out as it is");
+                    return;
+                }
+            }
         }
     }
 

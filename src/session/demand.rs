@@ -1,0 +1,109 @@
+//! Who asks for the safe window, so that a session beats only while someone does.
+//!
+//! A beat is a `sync` the leader answers (`proof.rs`): twenty of them per timeout cost an idle
+//! fleet four times the client crate's own pings, for windows nobody reads. So the session's
+//! task beats only while the window is **asked for**:
+//! * a hold is alive (a [`crate::LockGuard`], a leadership): it is `Held` only inside its window;
+//! * an acquire is under way, from its start to its end: it may be admitted at any moment, and
+//!   its hold must then have a window;
+//! * a caller of the session's own window ([`crate::Session::safe_until`],
+//!   [`crate::Session::last_contact`]): for one session timeout after each call; a receiver of
+//!   [`crate::Session::contacts`], for as long as it lives;
+//! * and for one session timeout after the last of those ended (the linger), so that a session
+//!   that takes locks often keeps its window proven between them.
+//!
+//! While nobody asks, the session sends nothing but the client crate's pings, and its window is
+//! not watched: it may pass without a suspension (nothing holds). When someone asks again, the
+//! window is **warming** until a proof puts it at least half a timeout ahead (at once when the
+//! last proof is that recent): an acquire waits for it before it hands out its hold
+//! (`Shared::window_ready`, even while the connection is down, bounded by the acquire's deadline
+//! and a timeout), and a window that passes while warming suspends nobody. Once warm, the window
+//! is watched as always (`window.rs`): a lapse is a suspension. A session suspended by its
+//! connection is `Reconnected` with its window open again while someone asks for it, at once
+//! when nobody does.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify};
+
+use crate::util::lock;
+
+/// Who asks for the window of a session (see the module's docs).
+#[derive(Default)]
+pub(super) struct Demand {
+    /// Holds and acquires alive.
+    count: AtomicUsize,
+    /// Until when the window is asked for by callers and by the linger.
+    until: Mutex<Option<Instant>>,
+    /// Wakes the session's task when someone starts asking.
+    wake: Notify,
+    /// Whether the window is warm: asked for, and proven at least half a timeout ahead since.
+    warm: watch::Sender<bool>,
+}
+
+impl Demand {
+    /// Someone asks until `until` (a caller of the window, the linger).
+    pub(super) fn ask_until(&self, until: Instant) {
+        let mut current = lock(&self.until);
+        if current.is_none_or(|c| c < until) {
+            *current = Some(until);
+            drop(current);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Whether anyone asks at `now`, besides `receivers` live receivers of the contacts; and
+    /// until when, if only for a while (`None`: until a hold or acquire ends).
+    pub(super) fn asked(&self, now: Instant, receivers: bool) -> Option<Option<Instant>> {
+        if self.count.load(Ordering::SeqCst) > 0 || receivers {
+            return Some(None);
+        }
+        lock(&self.until).filter(|until| *until > now).map(Some)
+    }
+
+    /// Resolves when someone starts asking (or asks again).
+    pub(super) async fn woken(&self) {
+        self.wake.notified().await
+    }
+
+    pub(super) fn is_warm(&self) -> bool {
+        *self.warm.borrow()
+    }
+
+    pub(super) fn set_warm(&self, warm: bool) {
+        self.warm.send_if_modified(|w| std::mem::replace(w, warm) != warm);
+    }
+
+    pub(super) fn warm_changes(&self) -> watch::Receiver<bool> {
+        self.warm.subscribe()
+    }
+}
+
+/// One hold or acquire asking for the window, from its creation to its drop; the linger
+/// starts when the last one goes.
+pub(crate) struct Asking {
+    demand: Weak<Demand>,
+    linger: Duration,
+}
+
+impl Asking {
+    /// Asks `demand` for the window until dropped; then, if it was the last, for `linger` more.
+    pub(super) fn new(demand: &Arc<Demand>, linger: Duration) -> Asking {
+        if demand.count.fetch_add(1, Ordering::SeqCst) == 0 {
+            demand.wake.notify_one();
+        }
+        Asking { demand: Arc::downgrade(demand), linger }
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if let Some(demand) = self.demand.upgrade() {
+            if demand.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+                demand.ask_until(Instant::now() + self.linger);
+            }
+        }
+    }
+}
