@@ -9,7 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use zk_recipes::{InterProcessMutex, LockStatus, Session};
+use zk_recipes::{ConnectOptions, InterProcessMutex, LockStatus, Session};
 use zk_testcluster::ZkCluster;
 
 const TIMEOUT: Duration = Duration::from_secs(4);
@@ -111,5 +111,35 @@ async fn a_hold_after_a_quiet_spell_comes_with_a_proven_window() {
         session.safe_until().is_some_and(|u| u > Instant::now()) && session.last_contact() > Some(before)
     })
     .await;
+    session.close().await;
+}
+
+/// `ConnectOptions::beat_while_idle`: a session that asked for nothing for two timeouts still
+/// beats (more requests than the pings) and its window stays proven: its last contact is less
+/// than half a timeout old when first asked for, so an acquire has no window to wait for. (By
+/// default, the same read returns a contact more than a timeout old: the test above.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_that_beats_while_idle_keeps_its_window_proven() {
+    let zk = standalone().await;
+    let options = ConnectOptions::new(TIMEOUT).beat_while_idle(true);
+    let session =
+        within("connect", Session::connect_with(&zk.connect_string(), &options)).await.expect("connect");
+    let raw = client_with_timeout(&zk.connect_string(), TIMEOUT).await;
+    let (ours, theirs) = (sid(&session), raw.session_id().0);
+    over_pings(&zk, ours, theirs, 2).await;
+    // Two timeouts and more of quiet, counted in the raw client's pings.
+    let (idle, pings) = over_pings(&zk, ours, theirs, 12).await;
+    assert!(idle > pings, "idle: {idle} requests, no more than the {pings} pings: no beats?");
+    let contact = session.last_contact().expect("a contact");
+    assert!(
+        contact + TIMEOUT / 2 > Instant::now(),
+        "the last contact is {:?} old after a quiet spell",
+        contact.elapsed()
+    );
+    let mutex = InterProcessMutex::new(&session, "/beats/while-idle").expect("mutex");
+    let guard = within("acquire", mutex.acquire()).await.expect("acquire");
+    assert_eq!(guard.current_status(), LockStatus::Held);
+    assert!(guard.safe_until().is_some_and(|u| u > Instant::now()));
+    guard.release().await.expect("release");
     session.close().await;
 }

@@ -23,6 +23,7 @@ pub struct ConnectOptions {
     pub(crate) tcp_nodelay: bool,
     pub(crate) beat_period: f64,
     pub(crate) follow_ensemble: bool,
+    pub(crate) beat_while_idle: bool,
     #[cfg(feature = "tls")]
     tls: Option<TlsConfig>,
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -40,6 +41,7 @@ impl std::fmt::Debug for ConnectOptions {
             .field("tcp_nodelay", &self.tcp_nodelay)
             .field("beat_period", &self.beat_period)
             .field("follow_ensemble", &self.follow_ensemble)
+            .field("beat_while_idle", &self.beat_while_idle)
             .field("backoff", &self.backoff);
         #[cfg(feature = "tls")]
         out.field("tls", &self.tls);
@@ -66,6 +68,7 @@ impl ConnectOptions {
             tcp_nodelay: true,
             beat_period: DEFAULT_BEAT_PERIOD,
             follow_ensemble: false,
+            beat_while_idle: false,
             #[cfg(feature = "tls")]
             tls: None,
             #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
@@ -211,6 +214,21 @@ impl ConnectOptions {
     /// between the client and the server's certificate.
     pub fn follow_ensemble(mut self, on: bool) -> ConnectOptions {
         self.follow_ensemble = on;
+        self
+    }
+
+    /// Beats for as long as the session lives, as if its safe window were always asked for.
+    /// Off by default: a session beats only while a hold, an acquire or a caller of its window
+    /// asks (and for one timeout after), and sends nothing but the client crate's pings
+    /// otherwise; an acquire on a session nobody asked for in a while then waits until a
+    /// proof puts the window half a timeout ahead, up to about a quarter of the timeout.
+    ///
+    /// On, that wait never comes (the window stays proven), for a beat every
+    /// [`ConnectOptions::beat_period`] while idle: about 1.4 times the pings' requests at the
+    /// default period, each forwarded to the leader. For a service that takes a lock now and
+    /// then and must not wait for the window. docs/sessions.md, "When the session beats".
+    pub fn beat_while_idle(mut self, on: bool) -> ConnectOptions {
+        self.beat_while_idle = on;
         self
     }
 }

@@ -10,7 +10,8 @@
 //!   [`crate::Session::last_contact`]): for one session timeout after each call; a receiver of
 //!   [`crate::Session::contacts`], for as long as it lives;
 //! * and for one session timeout after the last of those ended (the linger), so that a session
-//!   that takes locks often keeps its window proven between them.
+//!   that takes locks often keeps its window proven between them;
+//! * always, when the session was opened with `ConnectOptions::beat_while_idle`.
 //!
 //! While nobody asks, the session sends nothing but the client crate's pings, and its window is
 //! not watched: it may pass without a suspension (nothing holds). When someone asks again, the
@@ -31,8 +32,9 @@ use tokio::sync::{watch, Notify};
 use crate::util::lock;
 
 /// Who asks for the window of a session (see the module's docs).
-#[derive(Default)]
 pub(super) struct Demand {
+    /// Always asked for: `ConnectOptions::beat_while_idle`.
+    always: bool,
     /// Holds and acquires alive.
     count: AtomicUsize,
     /// Until when the window is asked for by callers and by the linger.
@@ -44,6 +46,17 @@ pub(super) struct Demand {
 }
 
 impl Demand {
+    /// Nobody asks yet; or, `always`, the window is asked for as long as the session lives.
+    pub(super) fn new(always: bool) -> Demand {
+        Demand {
+            always,
+            count: AtomicUsize::new(0),
+            until: Mutex::new(None),
+            wake: Notify::new(),
+            warm: watch::channel(false).0,
+        }
+    }
+
     /// Someone asks until `until` (a caller of the window, the linger).
     pub(super) fn ask_until(&self, until: Instant) {
         let mut current = lock(&self.until);
@@ -57,7 +70,7 @@ impl Demand {
     /// Whether anyone asks at `now`, besides `receivers` live receivers of the contacts; and
     /// until when, if only for a while (`None`: until a hold or acquire ends).
     pub(super) fn asked(&self, now: Instant, receivers: bool) -> Option<Option<Instant>> {
-        if self.count.load(Ordering::SeqCst) > 0 || receivers {
+        if self.always || self.count.load(Ordering::SeqCst) > 0 || receivers {
             return Some(None);
         }
         lock(&self.until).filter(|until| *until > now).map(Some)

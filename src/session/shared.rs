@@ -90,7 +90,7 @@ impl Shared {
                 last: Mutex::new((1, None)),
                 channel: watch::channel(None).0,
                 timeout_ms: AtomicU64::new(0),
-                demand: Arc::default(),
+                demand: Arc::new(Demand::new(options.beat_while_idle)),
             },
             nodes: Mutex::default(),
             listeners: Arc::default(),
