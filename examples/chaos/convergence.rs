@@ -167,12 +167,14 @@ async fn snapshot(client: &Client) -> Result<Snapshot, Error> {
 
 /// Reads every server directly and compares their trees.
 pub async fn check(zk: &ZkCluster) -> Result<Outcome, Error> {
-    // Every session first: opening one is a transaction.
-    let mut clients = Vec::with_capacity(zk.len());
+    // Every session first: opening one is a transaction. Each a `Session` to that one server
+    // (under `--sasl` it authenticates as the run does).
+    let mut sessions = Vec::with_capacity(zk.len());
     for i in serving(zk) {
         let addr = zk.client_addr(i)?.to_string();
-        clients.push(Client::connector().with_session_timeout(Duration::from_secs(10)).connect(&addr).await?);
+        sessions.push(crate::sasl::connect(&addr, Duration::from_secs(10)).await?);
     }
+    let clients = sessions.iter().map(zk_recipes::Session::client).collect::<Result<Vec<_>, _>>()?;
     let mut last = None;
     for _ in 0..ATTEMPTS {
         let before = agreed_zxid(zk).await?;
@@ -187,6 +189,9 @@ pub async fn check(zk: &ZkCluster) -> Result<Outcome, Error> {
         if before == after {
             break;
         }
+    }
+    for session in sessions {
+        session.close().await;
     }
     Ok(last.unwrap_or(Outcome { zxid: None, nodes: 0, differences: vec!["no snapshot taken".into()] }))
 }

@@ -71,6 +71,7 @@ mod processes;
 mod replay;
 mod report;
 mod resource;
+mod sasl;
 mod timeline;
 mod watchdog;
 mod workers;
@@ -83,7 +84,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use zk_recipes::Session;
 use zk_testcluster::{FaultProxy, ZkCluster};
 
 use checker::Pause;
@@ -189,6 +189,11 @@ async fn phase(
     ));
     let addrs = (0..zk.len()).map(|i| zk.client_addr(i)).collect::<Result<Vec<_>, _>>()?;
     let watchdog = tokio::spawn(watchdog::run(mode.to_string(), addrs, state.clone(), run.clone(), epoch));
+    // `--sasl`: the ACL of the recipes' nodes, read while the faults land (sasl.rs).
+    let acls_seen = Arc::new(Mutex::new(sasl::Seen::default()));
+    let acl_sampler = sasl::identity().map(|expected| {
+        tokio::spawn(sasl::sample(zk.connect_string(), workers::paths(mode), expected, acls_seen.clone()))
+    });
     let mut n_faults = 0;
     let last_phase = n.0 == n.1;
     while !source.drawn() || Instant::now() < deadline || schedule.owes_a_kind(last_phase) {
@@ -249,6 +254,9 @@ async fn phase(
     });
     progress.abort();
     watchdog.abort();
+    if let Some(sampler) = acl_sampler {
+        sampler.abort();
+    }
     if run.lock().unwrap_or_else(|e| e.into_inner()).stalls.iter().any(|s| s.phase == mode) {
         zk.keep_logs();
     }
@@ -258,7 +266,7 @@ async fn phase(
     }
     let ended = epoch.now();
     // Ephemeral nodes of killed sessions go when those sessions expire.
-    let admin_session = Session::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let admin_session = sasl::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
     let admin = admin_session.client()?;
     let empty_by = Instant::now() + SESSION * 10;
     let mut left = Vec::new();
@@ -287,6 +295,11 @@ async fn phase(
         lockset_check::attach(&mut r, &finals, &run.pauses);
     }
     options_check::attach(&mut r, mode, &run.pauses, &run.kills, &faults);
+    if let Some(expected) = sasl::identity() {
+        let (lines, violations) = acls_seen.lock().unwrap_or_else(|e| e.into_inner()).verdict(&expected);
+        r.lines.extend(lines);
+        r.violations += violations;
+    }
     Ok(r)
 }
 
@@ -407,6 +420,11 @@ fn main() {
         eprintln!("chaos: --broken takes none, ignore-safe-window, no-fence or over-admit");
         std::process::exit(2);
     };
+    // `--sasl`: before any thread starts (it sets the environment the worker processes inherit).
+    let sasl = sasl::setup(arg("--sasl").as_deref()).unwrap_or_else(|e| {
+        eprintln!("chaos: {e}");
+        std::process::exit(2);
+    });
     println!(
         "chaos: seed {seed} (--history FILE records its schedule; --replay FILE runs it again), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
         phases.join(","),
@@ -417,7 +435,10 @@ fn main() {
     let mut converged = None;
     let outcome = rt.block_on(async {
         // Partitionable, with the grey faults' disk-stall shim and log disks (faults_grey.rs).
-        let mut zk = faults_grey::start_cluster().await?;
+        let mut zk = faults_grey::start_cluster(sasl.mode.clone()).await?;
+        if let Some(line) = sasl::first_session(&zk.connect_string()).await? {
+            println!("{line}");
+        }
         let proxies: Vec<FaultProxy> =
             (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
         let epoch = Epoch(resource::mono_ns());
