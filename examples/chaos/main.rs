@@ -480,7 +480,7 @@ fn main() {
         if let Some(s) = servers.as_mut() {
             s.stop();
         }
-        converged = Some(convergence::check(&zk).await);
+        converged = Some(convergence::check(&zk, &sasl::options(Duration::from_secs(10))).await);
         Ok::<_, Error>((reports, run, epoch))
     });
     if let Ok(copy) = worker_binary() {

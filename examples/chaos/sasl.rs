@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use zk_recipes::zookeeper_client::{Acls, Permission};
+use zk_recipes::zookeeper_client::{Acl, Acls, Client, Permission};
 use zk_recipes::{ConnectOptions, LatchOptions, LockOptions, SelectorOptions, Session};
 use zk_testcluster::SaslMode;
 
@@ -245,7 +245,7 @@ impl Seen {
 }
 
 /// Reads the ACL of every node under `paths` (and of the paths) every 200 ms, as the run's
-/// identity, until aborted.
+/// identity (`expected`, `scheme:id`), until aborted.
 pub async fn sample(connect: String, paths: Vec<String>, expected: String, seen: Arc<Mutex<Seen>>) {
     let session = loop {
         match self::connect(&connect, Duration::from_secs(10)).await {
@@ -253,7 +253,6 @@ pub async fn sample(connect: String, paths: Vec<String>, expected: String, seen:
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     };
-    let (scheme, id) = expected.split_once(':').unwrap_or(("", ""));
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;
         // (A fault may cut this session off for a while: what it cannot read now it reads later.)
@@ -262,30 +261,56 @@ pub async fn sample(connect: String, paths: Vec<String>, expected: String, seen:
             let children = client.list_children(path).await.unwrap_or_default();
             let nodes = std::iter::once(path.clone()).chain(children.iter().map(|c| format!("{path}/{c}")));
             for node in nodes {
-                let Ok((acls, stat)) = client.get_acl(&node).await else { continue };
-                // A recipe's node holds its participant id: the worker's.
-                let worker = match stat.ephemeral_owner {
-                    0 => String::new(),
-                    _ => client.get_data(&node).await.map_or_else(
-                        |_| "?".to_string(),
-                        |(data, _)| String::from_utf8_lossy(&data).into_owned(),
-                    ),
-                };
-                let shown: Vec<String> =
-                    acls.iter().map(|a| format!("{}:{} {:?}", a.scheme(), a.id(), a.permission())).collect();
-                let right = acls.len() == 1
-                    && acls[0].scheme() == scheme
-                    && acls[0].id() == id
-                    && acls[0].permission() == Permission::ALL;
+                // (A node gone before it was read is not counted.)
+                let Some((owner, wrong)) = read(&client, &node, &expected).await else { continue };
                 let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
                 seen.reads += 1;
-                if stat.ephemeral_owner != 0 {
-                    seen.owners.entry(worker).or_default().insert(stat.ephemeral_owner);
+                if let Some((worker, session)) = owner {
+                    seen.owners.entry(worker).or_default().insert(session);
                 }
-                if !right {
-                    seen.wrong.push(format!("{node}: {}", shown.join(", ")));
-                }
+                seen.wrong.extend(wrong);
             }
+        }
+    }
+}
+
+/// `node`'s worker and session (for a worker's ephemeral node: its data is the worker's
+/// participant id, `p0w1`), and what is wrong with its ACL, if anything; `None` when it could
+/// not be read.
+async fn read(
+    client: &Client,
+    node: &str,
+    expected: &str,
+) -> Option<(Option<(String, i64)>, Option<String>)> {
+    let (acls, stat) = client.get_acl(node).await.ok()?;
+    let owner = match stat.ephemeral_owner {
+        0 => None,
+        session => {
+            let (data, _) = client.get_data(node).await.ok()?;
+            let worker = String::from_utf8_lossy(&data).into_owned();
+            is_worker(&worker).then_some((worker, session))
+        }
+    };
+    let shown: Vec<String> = acls.iter().map(|a| format!("{}:{}", a.scheme(), a.id())).collect();
+    let right = shown == [expected] && acls[0].permission() == Permission::ALL;
+    let wrong = (!right)
+        .then(|| format!("{node}: {shown:?} {:?}", acls.iter().map(Acl::permission).collect::<Vec<_>>()));
+    Some((owner, wrong))
+}
+
+/// Whether `id` is a worker's participant id (`p<process>w<worker>`).
+fn is_worker(id: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    id.strip_prefix('p').and_then(|rest| rest.split_once('w')).is_some_and(|(p, w)| digits(p) && digits(w))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_worker_is_known_by_its_participant_id() {
+        assert!(super::is_worker("p0w1") && super::is_worker("p1w12"));
+        for other in ["", "p0", "pw1", "p0w", "x0w1", "p0w1x", "REVOKE"] {
+            assert!(!super::is_worker(other), "{other}");
         }
     }
 }
