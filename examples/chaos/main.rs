@@ -7,7 +7,7 @@
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
 //!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
 //!     [--faults Kind,Kind,..] [--every-kind] [--replay HISTORY] [--recheck HISTORY]
-//!     [--keep-full-disk-data]
+//!     [--keep-full-disk-data] [--sasl digest[:PASSWORD]|gssapi]
 //! ```
 //! `--every-kind` keeps the last phase going past its length until every fault kind (of
 //! `--faults`, or all) was injected at least once in the run: CI's short round meets them all.
@@ -16,6 +16,10 @@
 //! (`replay.rs`). `--keep-full-disk-data`: a server that ran out of transaction-log disk is not
 //! restarted with an empty data directory afterwards (the runbook, `faults_grey.rs`), to watch
 //! ZooKeeper's bug ZOOKEEPER-4882 happen.
+//! `--sasl digest` or `--sasl gssapi` (cargo features `sasl-digest-md5`, `sasl-gssapi`) runs on
+//! an ensemble that requires SASL (`sasl.rs`): every session authenticates, every recipe node is
+//! creator-only, and each phase samples the nodes' ACLs while its faults land; `digest:PASSWORD`
+//! gives the clients a wrong password, and the run must stop with a typed `AuthFailed`.
 //! Every phase has a liveness watchdog (`watchdog.rs`): 15 s without a new hold, and it records
 //! what every server has.
 //! `--faults` limits the schedule to those kinds (as `faults.rs` names them: `ClockSlowWorker`..).
