@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{raw, within};
-use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, Error as ZkError, Permission};
+use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, AuthUser, Error as ZkError, Permission};
 use zk_recipes::{
     ConnectOptions, ConnectionState, Error, InterProcessMutex, LatchOptions, LeaderLatch, LockOptions,
     SaslConfig, Session,
@@ -39,6 +39,14 @@ async fn connect_as(connect: &str, (user, password): (&str, &str)) -> Session {
 async fn has_whoami(zk: &ZkCluster) -> (bool, String) {
     let srvr = zk.four_letter(0, "srvr").await.expect("srvr");
     (!srvr.contains("version: 3.6."), srvr)
+}
+
+/// 3.6's documented answer to `Session::whoami`.
+fn assert_too_old(whoami: Result<Vec<AuthUser>, Error>, srvr: &str) {
+    match whoami {
+        Err(Error::ServerTooOld { op: "whoami", .. }) => {}
+        other => panic!("expected ServerTooOld from a 3.6 server, got {other:?} ({srvr})"),
+    }
 }
 
 /// The identities on `path`'s ACL, as `scheme:id`.
@@ -145,14 +153,40 @@ async fn a_server_without_sasl_refuses_a_sasl_client_typed() {
             // The session's whoami closed its first connection; it is handed out on the next
             // one, where requests are answered (before the fix: `ConnectionLoss`, now and then).
             assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
-            assert_eq!(raw(&session).list_auth_users().await, Err(ZkError::Unimplemented), "{srvr}");
+            assert_too_old(session.whoami().await, &srvr);
         }
         Err(other) => panic!("expected AuthFailed, got {other:?} ({srvr})"),
-        Ok(session) => panic!(
-            "a SASL session connected to a server without SASL: {:?}",
-            raw(&session).list_auth_users().await
-        ),
+        Ok(session) => {
+            panic!("a SASL session connected to a server without SASL: {:?}", session.whoami().await)
+        }
     }
+}
+
+/// `Session::whoami` on a session without SASL: its identities from 3.7; on 3.6 a typed
+/// `ServerTooOld`. The 3.6 server closes the connection after its `Unimplemented`, not the
+/// session: the same session answers the next request at once, and whoami again without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoami_is_typed_on_every_server() {
+    let zk = common::standalone().await;
+    let (has_whoami, srvr) = has_whoami(&zk).await;
+    let session = within("connect", Session::connect(&zk.connect_string(), Duration::from_secs(10)))
+        .await
+        .expect("connect");
+    let before = (session.generation(), raw(&session).session_id());
+    if has_whoami {
+        let users = session.whoami().await.expect("whoami");
+        assert!(users.iter().any(|u| u.scheme() == "ip"), "{users:?}");
+        assert!(!users.iter().any(|u| u.scheme() == "sasl"), "{users:?}");
+    } else {
+        assert_too_old(session.whoami().await, &srvr);
+    }
+    assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
+    assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
+    if !has_whoami {
+        assert_too_old(session.whoami().await, &srvr);
+        assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
+    }
+    session.close().await;
 }
 
 /// A connection lost and re-established within the session authenticates again: the session
@@ -179,8 +213,11 @@ async fn a_reconnection_authenticates_again() {
     assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
     let (has_whoami, srvr) = has_whoami(&zk).await;
     if has_whoami {
-        let users = raw(&session).list_auth_users().await.expect("whoami");
+        let users = session.whoami().await.expect("whoami");
         assert!(users.iter().any(|u| u.scheme() == "sasl" && u.user() == "alice"), "{users:?}");
+    } else {
+        // 3.6: the node's ACL below is the identity's proof.
+        assert_too_old(session.whoami().await, &srvr);
     }
     let mutex = InterProcessMutex::with_options(
         &session,
@@ -191,11 +228,6 @@ async fn a_reconnection_authenticates_again() {
     let held = within("acquire", mutex.acquire()).await.expect("acquire");
     assert_eq!(acl_ids(&session, held.node_path()).await, ["sasl:alice"]);
     held.release().await.unwrap();
-    if !has_whoami {
-        // 3.6: the node's ACL above is the identity's proof; whoami is the documented
-        // `Unimplemented` (after which the server closes the connection, not the session).
-        assert_eq!(raw(&session).list_auth_users().await, Err(ZkError::Unimplemented), "{srvr}");
-    }
     session.close().await;
 }
 

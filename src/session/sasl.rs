@@ -16,7 +16,9 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use zookeeper_client::{Client, Error as ZkError, SaslOptions, SessionState, StateWatcher};
+use zookeeper_client::{Client, Error as ZkError, SaslOptions};
+
+use super::features::{connected_again, FeatureCache};
 
 use crate::error::{Error, Result};
 
@@ -246,12 +248,14 @@ pub(crate) async fn preflight<'a>(
 /// is not asked again). A server that does not know the request (3.6) is trusted; it closes the
 /// connection after its `Unimplemented` (not the session), so the check returns only once the
 /// client crate has connected again: a request sent next would otherwise meet `ConnectionLoss`.
+/// The lack is noted in `features`, for [`crate::Session::whoami`].
 pub(crate) async fn check_identity(
     client: &Client,
     sasl: &SaslConfig,
     shown: &str,
     deadline: Instant,
     wait: Duration,
+    features: &FeatureCache,
 ) -> Result<()> {
     let failed = |reason: String| Error::AuthFailed {
         connect: shown.to_string(),
@@ -272,39 +276,11 @@ pub(crate) async fn check_identity(
         }
         Ok(Err(ZkError::Unimplemented)) => {
             tracing::debug!("the server has no whoami (ZooKeeper 3.6): SASL identity not checked");
+            features.note_no_whoami();
             connected_again(&mut states, deadline, wait).await.map_err(failed)
         }
         Ok(Err(e)) => Err(failed(format!("asking the server for the session's identity (whoami): {e}"))),
         Err(_) => Err(failed(format!("no answer to whoami within the connect wait ({wait:?})"))),
-    }
-}
-
-/// Waits, until `deadline`, for the client crate to connect again after a 3.6 server closed the
-/// connection that asked `whoami` (its `UnimplementedRequestProcessor` answers, then closes the
-/// connection; the session lives on). `states` was taken before the request, when the client
-/// was connected, so any connected state it reports is the new connection's. A connection the
-/// server left open by the deadline is taken as it is.
-async fn connected_again(states: &mut StateWatcher, deadline: Instant, wait: Duration) -> Result<(), String> {
-    let reconnected = async {
-        loop {
-            match states.changed().await {
-                SessionState::SyncConnected | SessionState::ConnectedReadOnly => return Ok(()),
-                SessionState::Disconnected => continue,
-                ended => return Err(ended),
-            }
-        }
-    };
-    match tokio::time::timeout_at(deadline, reconnected).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(ended)) => Err(format!(
-            "the server closed the connection after whoami (ZooKeeper 3.6), and reconnecting ended \
-             the session: {ended:?}"
-        )),
-        Err(_) if states.peek_state() == SessionState::SyncConnected => Ok(()),
-        Err(_) => Err(format!(
-            "the server closed the connection after whoami (ZooKeeper 3.6), and the session did not \
-             reconnect within the connect wait ({wait:?})"
-        )),
     }
 }
 
