@@ -155,7 +155,7 @@ pub async fn connect(connect: &str, timeout: Duration) -> zk_recipes::Result<Ses
 pub async fn first_session(connect: &str) -> Result<Option<String>, Error> {
     let Some(expected) = identity() else { return Ok(None) };
     let session = self::connect(connect, Duration::from_secs(10)).await?;
-    let users = session.client()?.list_auth_users().await;
+    let users = session.whoami().await;
     session.close().await;
     let shown = match users {
         Ok(users) => {
@@ -166,7 +166,7 @@ pub async fn first_session(connect: &str) -> Result<Option<String>, Error> {
             format!("whoami {}", ids.join(", "))
         }
         // 3.6 has no `whoami`: the ACL checks of every phase show the identity.
-        Err(zk_recipes::zookeeper_client::Error::Unimplemented) => "no whoami on this server".to_string(),
+        Err(zk_recipes::Error::ServerTooOld { .. }) => "no whoami on this server".to_string(),
         Err(e) => return Err(e.into()),
     };
     Ok(Some(format!(
