@@ -280,8 +280,8 @@ impl Session {
     }
 
     /// The identities the server knows this session by (ZooKeeper's `whoami`, 3.7 and later):
-    /// `sasl:<user>` for a SASL session ([`ConnectOptions::sasl`]), `digest:<user>` after a
-    /// digest `addauth`, and the client's `ip:` address.
+    /// `ip:<address>`, the client's address, and `sasl:<user>` for a SASL session
+    /// (`ConnectOptions::sasl`).
     ///
     /// # Errors
     /// [`Error::ServerTooOld`] (`op` `"whoami"`) from a ZooKeeper 3.6 server, which has no
