@@ -129,7 +129,11 @@ impl Workload {
 
 /// The servers that run have the same tree (the chaos run's check).
 async fn converged(zk: &ZkCluster) {
-    let outcome = within("the replicas' comparison", convergence::check(zk)).await;
+    let outcome = within(
+        "the replicas' comparison",
+        convergence::check(zk, &ConnectOptions::new(Duration::from_secs(10))),
+    )
+    .await;
     assert_eq!(convergence::print(&outcome), 0, "the replicas differ");
 }
 

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{raw, within};
-use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, Error as ZkError, Permission};
+use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, AuthUser, Error as ZkError, Permission};
 use zk_recipes::{
     ConnectOptions, ConnectionState, Error, InterProcessMutex, LatchOptions, LeaderLatch, LockOptions,
     SaslConfig, Session,
@@ -32,6 +32,21 @@ fn options(user: &str, password: &str, timeout: Duration) -> ConnectOptions {
 async fn connect_as(connect: &str, (user, password): (&str, &str)) -> Session {
     let options = options(user, password, Duration::from_secs(10));
     within("connect with SASL", Session::connect_with(connect, &options)).await.expect("SASL connect")
+}
+
+/// Whether the server answers `whoami` (3.7+); a 3.6 server answers `Unimplemented` and closes
+/// the connection (docs/compatibility.md).
+async fn has_whoami(zk: &ZkCluster) -> (bool, String) {
+    let srvr = zk.four_letter(0, "srvr").await.expect("srvr");
+    (!srvr.contains("version: 3.6."), srvr)
+}
+
+/// 3.6's documented answer to `Session::whoami`.
+fn assert_too_old(whoami: Result<Vec<AuthUser>, Error>, srvr: &str) {
+    match whoami {
+        Err(Error::ServerTooOld { op: "whoami", .. }) => {}
+        other => panic!("expected ServerTooOld from a 3.6 server, got {other:?} ({srvr})"),
+    }
 }
 
 /// The identities on `path`'s ACL, as `scheme:id`.
@@ -127,8 +142,7 @@ async fn unauthenticated_clients_and_wrong_credentials_are_refused_typed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_sasl_refuses_a_sasl_client_typed() {
     let zk = common::standalone().await;
-    let srvr = zk.four_letter(0, "srvr").await.expect("srvr");
-    let has_whoami = !srvr.contains("version: 3.6.");
+    let (has_whoami, srvr) = has_whoami(&zk).await;
     let options = options(ALICE.0, ALICE.1, Duration::from_secs(4));
     match within("connect", Session::connect_with(&zk.connect_string(), &options)).await {
         Err(Error::AuthFailed { mechanism, reason, .. }) if has_whoami => {
@@ -136,14 +150,43 @@ async fn a_server_without_sasl_refuses_a_sasl_client_typed() {
             assert!(reason.contains("did not authenticate"), "{reason}");
         }
         Ok(session) if !has_whoami => {
-            assert_eq!(raw(&session).list_auth_users().await, Err(ZkError::Unimplemented), "{srvr}");
+            // The session's whoami closed its first connection; it is handed out on the next
+            // one, where requests are answered (before the fix: `ConnectionLoss`, now and then).
+            assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
+            assert_too_old(session.whoami().await, &srvr);
         }
         Err(other) => panic!("expected AuthFailed, got {other:?} ({srvr})"),
-        Ok(session) => panic!(
-            "a SASL session connected to a server without SASL: {:?}",
-            raw(&session).list_auth_users().await
-        ),
+        Ok(session) => {
+            panic!("a SASL session connected to a server without SASL: {:?}", session.whoami().await)
+        }
     }
+}
+
+/// `Session::whoami` on a session without SASL: its identities from 3.7; on 3.6 a typed
+/// `ServerTooOld`. The 3.6 server closes the connection after its `Unimplemented`, not the
+/// session: the same session answers the next request at once, and whoami again without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whoami_is_typed_on_every_server() {
+    let zk = common::standalone().await;
+    let (has_whoami, srvr) = has_whoami(&zk).await;
+    let session = within("connect", Session::connect(&zk.connect_string(), Duration::from_secs(10)))
+        .await
+        .expect("connect");
+    let before = (session.generation(), raw(&session).session_id());
+    if has_whoami {
+        let users = session.whoami().await.expect("whoami");
+        assert!(users.iter().any(|u| u.scheme() == "ip"), "{users:?}");
+        assert!(!users.iter().any(|u| u.scheme() == "sasl"), "{users:?}");
+    } else {
+        assert_too_old(session.whoami().await, &srvr);
+    }
+    assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
+    assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
+    if !has_whoami {
+        assert_too_old(session.whoami().await, &srvr);
+        assert_eq!(raw(&session).check_stat("/").await.map(|stat| stat.is_some()), Ok(true), "{srvr}");
+    }
+    session.close().await;
 }
 
 /// A connection lost and re-established within the session authenticates again: the session
@@ -168,8 +211,14 @@ async fn a_reconnection_authenticates_again() {
     })
     .await;
     assert_eq!((session.generation(), raw(&session).session_id()), before, "the same session");
-    let users = raw(&session).list_auth_users().await.expect("whoami");
-    assert!(users.iter().any(|u| u.scheme() == "sasl" && u.user() == "alice"), "{users:?}");
+    let (has_whoami, srvr) = has_whoami(&zk).await;
+    if has_whoami {
+        let users = session.whoami().await.expect("whoami");
+        assert!(users.iter().any(|u| u.scheme() == "sasl" && u.user() == "alice"), "{users:?}");
+    } else {
+        // 3.6: the node's ACL below is the identity's proof.
+        assert_too_old(session.whoami().await, &srvr);
+    }
     let mutex = InterProcessMutex::with_options(
         &session,
         "/sasl/again",

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use zk_recipes::{ConnectOptions, Session};
 use zk_testcluster::ZkCluster;
 use zookeeper_client::Client;
 
@@ -165,14 +166,16 @@ async fn snapshot(client: &Client) -> Result<Snapshot, Error> {
     Ok(snap)
 }
 
-/// Reads every server directly and compares their trees.
-pub async fn check(zk: &ZkCluster) -> Result<Outcome, Error> {
+/// Reads every server directly, each through a `Session` of its own with `options` (the chaos
+/// run's SASL, under `--sasl`), and compares their trees.
+pub async fn check(zk: &ZkCluster, options: &ConnectOptions) -> Result<Outcome, Error> {
     // Every session first: opening one is a transaction.
-    let mut clients = Vec::with_capacity(zk.len());
+    let mut sessions = Vec::with_capacity(zk.len());
     for i in serving(zk) {
         let addr = zk.client_addr(i)?.to_string();
-        clients.push(Client::connector().with_session_timeout(Duration::from_secs(10)).connect(&addr).await?);
+        sessions.push(Session::connect_with(&addr, options).await?);
     }
+    let clients = sessions.iter().map(Session::client).collect::<Result<Vec<_>, _>>()?;
     let mut last = None;
     for _ in 0..ATTEMPTS {
         let before = agreed_zxid(zk).await?;
@@ -187,6 +190,9 @@ pub async fn check(zk: &ZkCluster) -> Result<Outcome, Error> {
         if before == after {
             break;
         }
+    }
+    for session in sessions {
+        session.close().await;
     }
     Ok(last.unwrap_or(Outcome { zxid: None, nodes: 0, differences: vec!["no snapshot taken".into()] }))
 }

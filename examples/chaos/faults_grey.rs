@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use zk_testcluster::{ClusterConfig, FaultProxy, Mode, ZkCluster};
+use zk_testcluster::{ClusterConfig, FaultProxy, Mode, SaslMode, ZkCluster};
 
 use crate::faults::Fault;
 use crate::{Error, Rng, SESSION, WORKERS_PER_PROCESS};
@@ -28,8 +28,8 @@ static LOG_DISKS: AtomicBool = AtomicBool::new(false);
 /// and each server's transaction log on a 512 MiB tmpfs of its own (memory is taken only as
 /// used). Mounting needs `CAP_SYS_ADMIN`; without it the run goes on without log disks, and
 /// [`Fault::FullLogDisk`] says so each time it comes up.
-pub async fn start_cluster() -> Result<ZkCluster, Error> {
-    let config = ClusterConfig { nodes: 3, ..Default::default() }.partitionable(true).disk_stall(true);
+pub async fn start_cluster(sasl: SaslMode) -> Result<ZkCluster, Error> {
+    let config = ClusterConfig { nodes: 3, sasl, ..Default::default() }.partitionable(true).disk_stall(true);
     match ZkCluster::start(config.clone().log_disk_mb(Some(512))).await {
         Ok(zk) => {
             LOG_DISKS.store(true, Ordering::Relaxed);

@@ -347,7 +347,7 @@ pub async fn run(w: Worker) -> Result<(), Error> {
     let redis = fencing::redis::connect(&redis_url).await?;
     let Some(session) = connect_session(&connect, &stop).await else { return Ok(()) };
     let reporter = report_generations(&session, id.clone(), addr.clone());
-    let opts = LockOptions::new().participant_id(id.clone());
+    let opts = crate::sasl::lock(LockOptions::new().participant_id(id.clone()));
     let locks: Vec<InterProcessMutex> = VARIANTS
         .iter()
         .map(|v| InterProcessMutex::with_options(&session, &v.lock_path(), opts.clone()))

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use zk_recipes::zookeeper_client::{Acls, CreateMode};
-use zk_recipes::Session;
+use zk_recipes::zookeeper_client::CreateMode;
 use zk_testcluster::{PostgresServer, RedisServer};
 
 use crate::fencing;
@@ -53,9 +52,9 @@ impl Servers {
 pub async fn reset(servers: &Servers, zk_connect: &str) -> Result<(), Error> {
     let pg = fencing::postgres::connect(&servers.pg.connect_params()).await?;
     let mut redis = fencing::redis::connect(&servers.redis.url()).await?;
-    let session = Session::connect(zk_connect, Duration::from_secs(10)).await?;
+    let session = crate::sasl::connect(zk_connect, Duration::from_secs(10)).await?;
     let zk = session.client()?;
-    let persistent = CreateMode::Persistent.with_acls(Acls::anyone_all());
+    let persistent = CreateMode::Persistent.with_acls(crate::sasl::node_acls());
     for v in VARIANTS {
         match v.store {
             Store::Zk => {
@@ -79,7 +78,7 @@ pub async fn reset(servers: &Servers, zk_connect: &str) -> Result<(), Error> {
 pub async fn final_reads(servers: &Servers, zk_connect: &str) -> Result<BTreeMap<String, Vec<i64>>, Error> {
     let pg = fencing::postgres::connect(&servers.pg.connect_params()).await?;
     let mut redis = fencing::redis::connect(&servers.redis.url()).await?;
-    let session = Session::connect(zk_connect, Duration::from_secs(10)).await?;
+    let session = crate::sasl::connect(zk_connect, Duration::from_secs(10)).await?;
     let zk = session.client()?;
     let mut out = BTreeMap::new();
     for v in VARIANTS {

@@ -7,7 +7,7 @@
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
 //!     [--broken none|ignore-safe-window|no-fence|over-admit] [--history PATH] [--timeline PATH]
 //!     [--faults Kind,Kind,..] [--every-kind] [--replay HISTORY] [--recheck HISTORY]
-//!     [--keep-full-disk-data]
+//!     [--keep-full-disk-data] [--sasl digest[:PASSWORD]|gssapi]
 //! ```
 //! `--every-kind` keeps the last phase going past its length until every fault kind (of
 //! `--faults`, or all) was injected at least once in the run: CI's short round meets them all.
@@ -16,6 +16,10 @@
 //! (`replay.rs`). `--keep-full-disk-data`: a server that ran out of transaction-log disk is not
 //! restarted with an empty data directory afterwards (the runbook, `faults_grey.rs`), to watch
 //! ZooKeeper's bug ZOOKEEPER-4882 happen.
+//! `--sasl digest` or `--sasl gssapi` (cargo features `sasl-digest-md5`, `sasl-gssapi`) runs on
+//! an ensemble that requires SASL (`sasl.rs`): every session authenticates, every recipe node is
+//! creator-only, and each phase samples the nodes' ACLs while its faults land; `digest:PASSWORD`
+//! gives the clients a wrong password, and the run must stop with a typed `AuthFailed`.
 //! Every phase has a liveness watchdog (`watchdog.rs`): 15 s without a new hold, and it records
 //! what every server has.
 //! `--faults` limits the schedule to those kinds (as `faults.rs` names them: `ClockSlowWorker`..).
@@ -71,6 +75,7 @@ mod processes;
 mod replay;
 mod report;
 mod resource;
+mod sasl;
 mod timeline;
 mod watchdog;
 mod workers;
@@ -83,7 +88,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use zk_recipes::Session;
 use zk_testcluster::{FaultProxy, ZkCluster};
 
 use checker::Pause;
@@ -189,6 +193,11 @@ async fn phase(
     ));
     let addrs = (0..zk.len()).map(|i| zk.client_addr(i)).collect::<Result<Vec<_>, _>>()?;
     let watchdog = tokio::spawn(watchdog::run(mode.to_string(), addrs, state.clone(), run.clone(), epoch));
+    // `--sasl`: the ACL of the recipes' nodes, read while the faults land (sasl.rs).
+    let acls_seen = Arc::new(Mutex::new(sasl::Seen::default()));
+    let acl_sampler = sasl::identity().map(|expected| {
+        tokio::spawn(sasl::sample(zk.connect_string(), workers::paths(mode), expected, acls_seen.clone()))
+    });
     let mut n_faults = 0;
     let last_phase = n.0 == n.1;
     while !source.drawn() || Instant::now() < deadline || schedule.owes_a_kind(last_phase) {
@@ -249,6 +258,9 @@ async fn phase(
     });
     progress.abort();
     watchdog.abort();
+    if let Some(sampler) = acl_sampler {
+        sampler.abort();
+    }
     if run.lock().unwrap_or_else(|e| e.into_inner()).stalls.iter().any(|s| s.phase == mode) {
         zk.keep_logs();
     }
@@ -258,7 +270,7 @@ async fn phase(
     }
     let ended = epoch.now();
     // Ephemeral nodes of killed sessions go when those sessions expire.
-    let admin_session = Session::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
+    let admin_session = sasl::connect(&zk.connect_string(), Duration::from_secs(10)).await?;
     let admin = admin_session.client()?;
     let empty_by = Instant::now() + SESSION * 10;
     let mut left = Vec::new();
@@ -287,6 +299,11 @@ async fn phase(
         lockset_check::attach(&mut r, &finals, &run.pauses);
     }
     options_check::attach(&mut r, mode, &run.pauses, &run.kills, &faults);
+    if let Some(expected) = sasl::identity() {
+        let (lines, violations) = acls_seen.lock().unwrap_or_else(|e| e.into_inner()).verdict(&expected);
+        r.lines.extend(lines);
+        r.violations += violations;
+    }
     Ok(r)
 }
 
@@ -407,6 +424,11 @@ fn main() {
         eprintln!("chaos: --broken takes none, ignore-safe-window, no-fence or over-admit");
         std::process::exit(2);
     };
+    // `--sasl`: before any thread starts (it sets the environment the worker processes inherit).
+    let sasl = sasl::setup(arg("--sasl").as_deref()).unwrap_or_else(|e| {
+        eprintln!("chaos: {e}");
+        std::process::exit(2);
+    });
     println!(
         "chaos: seed {seed} (--history FILE records its schedule; --replay FILE runs it again), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
         phases.join(","),
@@ -417,7 +439,10 @@ fn main() {
     let mut converged = None;
     let outcome = rt.block_on(async {
         // Partitionable, with the grey faults' disk-stall shim and log disks (faults_grey.rs).
-        let mut zk = faults_grey::start_cluster().await?;
+        let mut zk = faults_grey::start_cluster(sasl.mode.clone()).await?;
+        if let Some(line) = sasl::first_session(&zk.connect_string()).await? {
+            println!("{line}");
+        }
         let proxies: Vec<FaultProxy> =
             (0..PROCESSES * WORKERS_PER_PROCESS).map(|_| zk.proxy()).collect::<Result<_, _>>()?;
         let epoch = Epoch(resource::mono_ns());
@@ -459,12 +484,14 @@ fn main() {
         if let Some(s) = servers.as_mut() {
             s.stop();
         }
-        converged = Some(convergence::check(&zk).await);
+        converged = Some(convergence::check(&zk, &sasl::options(Duration::from_secs(10))).await);
         Ok::<_, Error>((reports, run, epoch))
     });
     if let Ok(copy) = worker_binary() {
         let _ = std::fs::remove_file(copy);
     }
+    // The KDC of `--sasl gssapi` stopped by PID now: the exits below run no destructors.
+    drop(sasl);
     let (reports, run, epoch) = match outcome {
         Ok(done) => done,
         Err(e) => {

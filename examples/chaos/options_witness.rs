@@ -20,7 +20,7 @@ use crate::resource::{Epoch, History};
 
 /// Follows `path` until aborted, recording into `state`'s option history.
 pub async fn run(connect: String, path: &'static str, state: Arc<Mutex<History>>, epoch: Epoch) {
-    let Ok(session) = Session::connect(&connect, Duration::from_secs(10)).await else { return };
+    let Ok(session) = crate::sasl::connect(&connect, Duration::from_secs(10)).await else { return };
     // Ends with this future (the run is aborted at the phase's end).
     let _states = AbortOnDrop(tokio::spawn(record_states(session.clone(), state.clone(), epoch)));
     let mut watched = std::collections::HashSet::new();

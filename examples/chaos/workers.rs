@@ -326,7 +326,7 @@ pub async fn acquire_turn<T>(
 /// told to stop.
 pub async fn connect_session(connect: &str, stop: &watch::Receiver<bool>) -> Option<Session> {
     while !*stop.borrow() {
-        match Session::connect(connect, SESSION).await {
+        match crate::sasl::connect(connect, SESSION).await {
             Ok(session) => return Some(session),
             Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
@@ -400,7 +400,7 @@ pub async fn run(w: Worker) -> Result<(), Error> {
         return result;
     }
     let path = paths(&mode)[0].clone();
-    let opts = LockOptions::new().participant_id(id.clone());
+    let opts = crate::sasl::lock(LockOptions::new().participant_id(id.clone()));
     let locker = match mode.as_str() {
         "mutex" => Some(Locker::Mutex(InterProcessMutex::with_options(&session, &path, opts.clone())?)),
         "semmutex" => Some(Locker::SemaphoreMutex(InterProcessSemaphoreMutex::with_options(
@@ -444,7 +444,7 @@ pub async fn run(w: Worker) -> Result<(), Error> {
         }
         "latch" => latch_loop(&mut ctx, &session, &path, (300, 1200)).await,
         "selector" => {
-            let options = SelectorOptions::new().participant_id(ctx.id.clone());
+            let options = crate::sasl::selector(SelectorOptions::new().participant_id(ctx.id.clone()));
             let length: fn(&mut Rng) -> Duration = |rng| Duration::from_millis(300 + rng.below(1200));
             selector_run(ctx, &session, &path, options, None, length).await
         }
@@ -509,7 +509,7 @@ pub(crate) async fn latch_loop(
         let latch = LeaderLatch::with_options(
             session,
             path,
-            zk_recipes::LatchOptions::new().participant_id(&ctx.id),
+            crate::sasl::latch(zk_recipes::LatchOptions::new().participant_id(&ctx.id)),
         )?;
         latch.start()?;
         let token = tokio::select! {

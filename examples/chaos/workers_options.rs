@@ -52,7 +52,7 @@ pub fn lease_cap(resource: &str) -> Option<u32> {
 /// Runs worker `index` of option phase `mode` on `session`.
 pub async fn run(mut ctx: Ctx, session: &Session, mode: &str, index: usize) -> Result<(), Error> {
     let states = report_states(session, ctx.id.clone(), ctx.addr.clone());
-    let opts = LockOptions::new().participant_id(ctx.id.clone());
+    let opts = crate::sasl::lock(LockOptions::new().participant_id(ctx.id.clone()));
     let result = match mode {
         "delay" => {
             let path = "/chaos/delay";
@@ -72,7 +72,8 @@ pub async fn run(mut ctx: Ctx, session: &Session, mode: &str, index: usize) -> R
             r
         }
         "maxhold" => {
-            let options = SelectorOptions::new().participant_id(ctx.id.clone()).max_hold(LIMIT);
+            let options =
+                crate::sasl::selector(SelectorOptions::new().participant_id(ctx.id.clone()).max_hold(LIMIT));
             // Each term holds past its limit unless the limit ends it.
             let length: fn(&mut crate::Rng) -> Duration = |_| LIMIT + Duration::from_secs(3);
             selector_run(ctx, session, "/chaos/maxhold/selector", options, Some(LIMIT), length).await
@@ -106,7 +107,8 @@ pub async fn run(mut ctx: Ctx, session: &Session, mode: &str, index: usize) -> R
                     r
                 }
                 _ => {
-                    let options = SelectorOptions::new().participant_id(ctx.id.clone());
+                    let options =
+                        crate::sasl::selector(SelectorOptions::new().participant_id(ctx.id.clone()));
                     let length: fn(&mut crate::Rng) -> Duration = |_| REVOCABLE_CAP;
                     selector_run(ctx, session, "/chaos/revoke/selector", options, None, length).await
                 }

@@ -313,14 +313,15 @@ pub enum Error {
 
     /// The server answered that it does not implement a request the operation needs: it is
     /// older than that request (a `multi` read, which the recipes' `participants()` and
-    /// `zk_recipes::inspect` send, needs ZooKeeper 3.6.0; 3.5 answers `Unimplemented`).
-    /// docs/compatibility.md says which version each feature needs.
+    /// `zk_recipes::inspect` send, needs ZooKeeper 3.6.0; 3.5 answers `Unimplemented`; `whoami`,
+    /// [`crate::Session::whoami`], needs 3.7.0). docs/compatibility.md says which version each
+    /// feature needs.
     #[error(
         "the ZooKeeper server does not implement {op} (on {path}): it is older than the request \
-         needs (a multi-read needs ZooKeeper 3.6.0 or later; see docs/compatibility.md)"
+         needs (a multi-read needs ZooKeeper 3.6.0 or later, whoami 3.7.0; see docs/compatibility.md)"
     )]
     ServerTooOld {
-        /// The request the server refused (`"multi-read"`).
+        /// The request the server refused (`"multi-read"`, `"whoami"`).
         op: &'static str,
         /// The path it was about.
         path: String,

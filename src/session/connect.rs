@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
+use super::features::FeatureCache;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 use super::sasl::SaslConfig;
 #[cfg(feature = "tls")]
@@ -267,6 +268,7 @@ pub(crate) fn server_addresses(connect: &str) -> Vec<SocketAddr> {
 
 /// Opens one raw client with [`ConnectOptions`]: credentials, TLS, and a chroot that is checked
 /// (or created). A [`crate::Session`] calls this for its first session and after every expiry.
+/// With the client, what connecting learned of the server (a SASL session's `whoami` check).
 ///
 /// It gives up after [`connect_wait`], everything included; then each address is probed to say
 /// why ([`ConnectFailure`]). A server that speaks the other protocol (plaintext where TLS is
@@ -290,7 +292,7 @@ pub(crate) async fn open_client(
     connect: &str,
     relay: Option<SocketAddr>,
     options: &ConnectOptions,
-) -> Result<Client> {
+) -> Result<(Client, FeatureCache)> {
     check_session_timeout(options.session_timeout)?;
     check_beat_period(options.beat_period)?;
     let wait = connect_wait(options.session_timeout);
@@ -298,11 +300,12 @@ pub(crate) async fn open_client(
     let (servers, chroot) = split_chroot(connect);
     let dial = relay.map(|address| address.to_string());
     let client = open(servers, dial.as_deref(), options, connect, deadline, wait).await?;
+    let features = FeatureCache::default();
     #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
     if let Some(sasl) = &options.sasl {
-        super::sasl::check_identity(&client, sasl, connect, deadline, wait).await?;
+        super::sasl::check_identity(&client, sasl, connect, deadline, wait, &features).await?;
     }
-    let Some(chroot) = chroot else { return Ok(client) };
+    let Some(chroot) = chroot else { return Ok((client, features)) };
     let check = async {
         match client.check_stat(chroot).await {
             Ok(Some(_)) => Ok(()),
@@ -315,10 +318,11 @@ pub(crate) async fn open_client(
         }
     };
     tokio::time::timeout_at(deadline, check).await.map_err(|_| Error::Timeout(wait))??;
-    client.chroot(chroot).map_err(|_| Error::InvalidPath {
+    let client = client.chroot(chroot).map_err(|_| Error::InvalidPath {
         path: chroot.to_string(),
         reason: crate::error::PathError::NotAbsolute,
-    })
+    })?;
+    Ok((client, features))
 }
 
 /// Splits `host:port,host:port/chroot` into the servers and the chroot (`None` for none or

@@ -6,10 +6,19 @@
 //! the child; watchers of the parent's children hear one change, as they do after a release.
 //! The answer holds for the connection it came over: a session may move to another server, of
 //! another version, without a new session (a rolling upgrade), so every disconnection forgets it.
+//!
+//! Also kept here: whether the server lacks `whoami` (ZooKeeper 3.6). That one is kept for the
+//! session's generation, not forgotten on disconnection: a 3.6 server closes the connection after
+//! answering a request it does not know, so asking again would close the connection again.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
-use zookeeper_client::{Acls, Client, CreateMode, MultiWriteResult};
+use tokio::time::Instant;
+use zookeeper_client::{
+    Acls, AuthUser, Client, CreateMode, Error as ZkError, MultiWriteResult, SessionState, StateWatcher,
+};
 
 use crate::error::{ClientError, Error, Result};
 use crate::path::LockPath;
@@ -40,6 +49,9 @@ pub struct ServerFeatures {
 pub(crate) struct FeatureCache {
     /// How many times the connection changed, and the answer learned on the current one.
     state: Mutex<(u64, Option<ServerFeatures>)>,
+    /// The server answered `whoami` with `Unimplemented` (ZooKeeper 3.6), at connect (a SASL
+    /// session's identity check) or at [`FeatureCache::whoami`].
+    no_whoami: AtomicBool,
 }
 
 impl FeatureCache {
@@ -125,5 +137,68 @@ impl FeatureCache {
         self.record(epoch, features);
         tracing::debug!(?features, "probed the server's features");
         Ok(features)
+    }
+}
+
+impl FeatureCache {
+    /// Notes that the server has no `whoami`.
+    pub(crate) fn note_no_whoami(&self) {
+        self.no_whoami.store(true, Ordering::SeqCst);
+    }
+
+    /// The session's identities (`whoami`), as [`crate::Session::whoami`] documents: a typed
+    /// [`Error::ServerTooOld`] from a server known to lack it, without asking; after a 3.6
+    /// server's `Unimplemented`, once the client crate has connected again (within `wait`).
+    pub(crate) async fn whoami(&self, client: &Client, wait: Duration) -> Result<Vec<AuthUser>> {
+        let too_old = || Error::ServerTooOld { op: "whoami", path: "/".to_string() };
+        if self.no_whoami.load(Ordering::SeqCst) {
+            return Err(too_old());
+        }
+        let mut states = client.state_watcher();
+        match client.list_auth_users().await {
+            Ok(users) => Ok(users),
+            Err(ZkError::Unimplemented) => {
+                self.note_no_whoami();
+                if let Err(reason) = connected_again(&mut states, Instant::now() + wait, wait).await {
+                    tracing::warn!("{reason}");
+                }
+                Err(too_old())
+            }
+            Err(e) => Err(Error::from_zk("whoami", "/", e)),
+        }
+    }
+}
+
+/// Waits, until `deadline`, for the client crate to connect again after a 3.6 server answered
+/// `Unimplemented` (to `whoami`): its `UnimplementedRequestProcessor` answers, then closes the
+/// connection; the session lives on, and the client crate reconnects. `states` was taken before
+/// the request, when the client was connected, so any connected state it reports is the new
+/// connection's. A connection still open at the deadline is taken as it is. Returns what went
+/// wrong otherwise, for a message.
+pub(crate) async fn connected_again(
+    states: &mut StateWatcher,
+    deadline: Instant,
+    wait: Duration,
+) -> std::result::Result<(), String> {
+    let reconnected = async {
+        loop {
+            match states.changed().await {
+                SessionState::SyncConnected | SessionState::ConnectedReadOnly => return Ok(()),
+                SessionState::Disconnected => continue,
+                ended => return Err(ended),
+            }
+        }
+    };
+    match tokio::time::timeout_at(deadline, reconnected).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(ended)) => Err(format!(
+            "the server closed the connection after answering whoami Unimplemented (ZooKeeper 3.6), \
+             and reconnecting ended the session: {ended:?}"
+        )),
+        Err(_) if states.peek_state() == SessionState::SyncConnected => Ok(()),
+        Err(_) => Err(format!(
+            "the server closed the connection after answering whoami Unimplemented (ZooKeeper 3.6), \
+             and the session did not reconnect within {wait:?}"
+        )),
     }
 }

@@ -164,9 +164,9 @@ impl Session {
             true => Some(relay::start(connect, options)?),
             false => None,
         };
-        let client = open_client(connect, relay.as_ref().map(|r| r.address()), options).await?;
+        let opened = open_client(connect, relay.as_ref().map(|r| r.address()), options).await?;
         let shared = Shared::new(connect, options, relay);
-        let conn = shared.install(client, 1, asked);
+        let conn = shared.install(opened, 1, asked);
         tracing::info!(connect, session = format_args!("{:#x}", conn.client.session_id().0),
             timeout = ?conn.client.session_timeout(), "session connected");
         crate::metrics::session(ConnectionState::Connected, 1);
@@ -281,6 +281,27 @@ impl Session {
     /// `None` before the first probe, after every disconnection and in a new session.
     pub fn known_server_features(&self) -> Option<ServerFeatures> {
         self.handle.shared.conn().ok().and_then(|conn| conn.features.get())
+    }
+
+    /// The identities the server knows this session by (ZooKeeper's `whoami`, 3.7 and later):
+    /// `ip:<address>`, the client's address, and `sasl:<user>` for a SASL session
+    /// (`ConnectOptions::sasl`).
+    ///
+    /// # Errors
+    /// [`Error::ServerTooOld`] (`op` `"whoami"`) from a ZooKeeper 3.6 server, which has no
+    /// `whoami`. A SASL session learned that while connecting and answers at once. Otherwise
+    /// the first call of each session generation asks: a 3.6 server answers `Unimplemented`
+    /// and then closes the connection (not the session), so the call returns once the session
+    /// has reconnected (within the connect wait), and later calls answer at once.
+    /// [`Error::ConnectionLoss`] when the connection is lost meanwhile;
+    /// [`Error::SessionExpired`] / [`Error::SessionClosed`] between sessions and after close.
+    ///
+    /// # Cancel safety
+    /// Cancel-safe: a read.
+    pub async fn whoami(&self) -> Result<Vec<zookeeper_client::AuthUser>> {
+        let conn = self.handle.shared.conn()?;
+        let wait = connect::connect_wait(self.session_timeout());
+        conn.features.whoami(&conn.client, wait).await
     }
 
     /// The session timeout asked for (given to [`Session::connect`] or [`ConnectOptions::new`]).

@@ -15,7 +15,10 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use tokio::time::Instant;
 use zookeeper_client::{Client, Error as ZkError, SaslOptions};
+
+use super::features::{connected_again, FeatureCache};
 
 use crate::error::{Error, Result};
 
@@ -241,19 +244,27 @@ pub(crate) async fn preflight<'a>(
 /// Refuses a session the server did not authenticate with SASL although SASL was configured: a
 /// server without SASL answers the client's exchange and carries on unauthenticated (seen on
 /// 3.8.0), and the client crate takes that as done. Asks `whoami` (3.7+) for the session's
-/// identities; a server that does not know the request (3.6) is trusted.
+/// identities, once per session (each connection of the client crate re-runs the exchange, but
+/// is not asked again). A server that does not know the request (3.6) is trusted; it closes the
+/// connection after its `Unimplemented` (not the session), so the check returns only once the
+/// client crate has connected again: a request sent next would otherwise meet `ConnectionLoss`.
+/// The lack is noted in `features`, for [`crate::Session::whoami`].
 pub(crate) async fn check_identity(
     client: &Client,
     sasl: &SaslConfig,
     shown: &str,
-    deadline: tokio::time::Instant,
+    deadline: Instant,
     wait: Duration,
+    features: &FeatureCache,
 ) -> Result<()> {
     let failed = |reason: String| Error::AuthFailed {
         connect: shown.to_string(),
         mechanism: sasl.mechanism(),
         reason,
     };
+    // Watching from before the request: the reconnection after an `Unimplemented` may be over
+    // by the time its answer is read.
+    let mut states = client.state_watcher();
     match tokio::time::timeout_at(deadline, client.list_auth_users()).await {
         Ok(Ok(users)) if users.iter().any(|user| user.scheme() == "sasl") => Ok(()),
         Ok(Ok(users)) => {
@@ -263,7 +274,11 @@ pub(crate) async fn check_identity(
                  is SASL configured on the server (a JAAS `Server` section, authProvider.sasl)?"
             )))
         }
-        Ok(Err(ZkError::Unimplemented)) => Ok(()),
+        Ok(Err(ZkError::Unimplemented)) => {
+            tracing::debug!("the server has no whoami (ZooKeeper 3.6): SASL identity not checked");
+            features.note_no_whoami();
+            connected_again(&mut states, deadline, wait).await.map_err(failed)
+        }
         Ok(Err(e)) => Err(failed(format!("asking the server for the session's identity (whoami): {e}"))),
         Err(_) => Err(failed(format!("no answer to whoami within the connect wait ({wait:?})"))),
     }

@@ -106,7 +106,13 @@ impl Shared {
     ///
     /// `asked`: when we asked for the session. The leader created it later, so it expires no
     /// earlier than `asked` plus its timeout: the first contact.
-    pub(super) fn install(self: &Arc<Self>, client: Client, generation: u64, asked: Instant) -> Conn {
+    pub(super) fn install(
+        self: &Arc<Self>,
+        opened: (Client, FeatureCache),
+        generation: u64,
+        asked: Instant,
+    ) -> Conn {
+        let (client, features) = opened;
         let negotiated = client.session_timeout();
         let requested = self.options.session_timeout;
         let before = self.contact.timeout_ms.swap(negotiated.as_millis() as u64, Ordering::SeqCst);
@@ -124,7 +130,7 @@ impl Shared {
         }
         *lock(&self.contact.last) = (generation, Some(asked));
         self.contact.channel.send_replace(Some(asked));
-        let conn = Conn::new(client, generation, self);
+        let conn = Conn::new(client, features, generation, self);
         *lock(&self.current) = Some(conn.clone());
         conn
     }
@@ -322,7 +328,7 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    fn new(client: Client, generation: u64, shared: &Arc<Shared>) -> Conn {
+    fn new(client: Client, features: FeatureCache, generation: u64, shared: &Arc<Shared>) -> Conn {
         let client = Arc::new(client);
         let weak_shared = Arc::downgrade(shared);
         let weak = weak_shared.clone();
@@ -335,7 +341,7 @@ impl Conn {
             _ => false,
         });
         let deletes = Arc::new(Deletes::new(client.clone(), drive));
-        Conn { client, generation, shared: weak_shared, deletes, features: Arc::default() }
+        Conn { client, generation, shared: weak_shared, deletes, features: Arc::new(features) }
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {

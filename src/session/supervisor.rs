@@ -9,6 +9,7 @@ use tokio::task::JoinHandle;
 use zookeeper_client::{SessionState, StateWatcher};
 
 use super::connect::open_client;
+use super::features::FeatureCache;
 use super::proof::BeatChain;
 use super::shared::{Conn, Shared};
 use crate::status::ConnectionState;
@@ -43,8 +44,8 @@ pub(super) async fn run(shared: Arc<Shared>, mut conn: Conn, mut states: StateWa
         drop(conn);
         shared.publish_unsuspended(ConnectionState::Lost, generation);
         match renew(&shared, &mut closing).await {
-            Some((client, asked)) => {
-                conn = shared.install(client, generation + 1, asked);
+            Some((opened, asked)) => {
+                conn = shared.install(opened, generation + 1, asked);
                 states = conn.client.state_watcher();
                 shared.nodelay().await;
                 tracing::info!(
@@ -278,7 +279,7 @@ fn heartbeat(conn: &Conn) -> JoinHandle<Option<(Instant, Instant)>> {
 async fn renew(
     shared: &Arc<Shared>,
     closing: &mut watch::Receiver<bool>,
-) -> Option<(zookeeper_client::Client, Instant)> {
+) -> Option<((zookeeper_client::Client, FeatureCache), Instant)> {
     let (initial, max) = shared.options.backoff;
     let mut delay = initial;
     loop {
@@ -286,7 +287,7 @@ async fn renew(
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
             opened = open_client(&shared.connect.shown, shared.connect.relay_address(), &shared.options) => match opened {
-                Ok(client) => return Some((client, asked)),
+                Ok(opened) => return Some((opened, asked)),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },
         }
