@@ -14,6 +14,7 @@ mod features;
 mod guess;
 mod listeners;
 mod nodelay;
+mod options;
 mod parked;
 mod proof;
 mod relay;
@@ -32,11 +33,11 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 use self::connect::open_client;
-pub use self::connect::ConnectOptions;
 pub(crate) use self::deletes::DeleteFuture;
 pub(crate) use self::demand::Asking;
 pub use self::features::ServerFeatures;
 pub(crate) use self::listeners::{Listener, Registration};
+pub use self::options::ConnectOptions;
 #[cfg(any(feature = "sasl-digest-md5", feature = "sasl-gssapi"))]
 pub use self::sasl::SaslConfig;
 pub(crate) use self::shared::{Conn, Departure, Shared};

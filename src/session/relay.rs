@@ -25,7 +25,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use zookeeper_client::{Client, EventType};
 
-use super::connect::{server_list, ConnectOptions};
+use super::connect::server_list;
+use super::options::ConnectOptions;
 use crate::error::{Error, Result};
 
 /// Where a session connects: the connect string as given, and its relay when it follows the
@@ -87,7 +88,11 @@ impl Relay {
         self.servers.send_if_modified(|now| {
             let changed = *now != servers;
             if changed {
-                tracing::info!(from = ?now, to = ?servers, "the ensemble's configuration changed: following it");
+                tracing::info!(
+                    from = ?now,
+                    to = ?servers,
+                    "the ensemble's configuration changed: following it"
+                );
                 *now = servers;
             }
             changed

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
-use super::connect::{server_addresses, ConnectOptions};
+use super::connect::server_addresses;
 use super::deletes::{DeleteFuture, Deletes, Drive};
 use super::demand::{Asking, Demand};
 use super::driver::{Driver, Job};
@@ -17,6 +17,7 @@ use super::features::FeatureCache;
 use super::guess::Guesses;
 use super::listeners::{Listener, Listeners, Registration};
 use super::nodelay;
+use super::options::ConnectOptions;
 use super::relay::{Relay, Servers};
 use crate::error::{Error, Result};
 use crate::status::{ConnectionState, SessionStatus};

@@ -286,7 +286,11 @@ async fn renew(
         let asked = Instant::now();
         tokio::select! {
             _ = closing.wait_for(|c| *c) => return None,
-            opened = open_client(&shared.connect.shown, shared.connect.relay_address(), &shared.options) => match opened {
+            opened = open_client(
+                &shared.connect.shown,
+                shared.connect.relay_address(),
+                &shared.options,
+            ) => match opened {
                 Ok(opened) => return Some((opened, asked)),
                 Err(e) => tracing::warn!(error = %e, retry_in = ?delay, "could not start a new session"),
             },

@@ -124,7 +124,10 @@ impl Shared {
                 _ = warm.changed() => {}
                 changed = states.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep_until(bound.into()) => {
-                    tracing::debug!(generation, "the safe window is not proven yet: the hold is handed out as it is");
+                    tracing::debug!(
+                        generation,
+                        "the safe window is not proven yet: the hold is handed out as it is"
+                    );
                     return;
                 }
             }
