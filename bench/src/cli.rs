@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::builder::PossibleValuesParser;
+use clap::{value_parser, Parser, Subcommand};
 
 use crate::pin::PinMode;
 
@@ -69,13 +70,23 @@ pub struct Args {
     /// scale-spread (thousands of waiters over 8 processes), fencing (a fenced write
     /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble. The raw
     /// write round trip is always measured.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(SCENARIOS)
+    )]
     pub only: Vec<String>,
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(PEER_NAMES)
+    )]
     pub peers: Vec<String>,
     /// The failover scenario's session timeouts, in seconds (comma-separated) [default: 1].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=60))]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = value_parser!(u64).range(1..=60))]
     pub failover_sessions: Vec<u64>,
     /// Kills of the leader's process per failover run [default: 5; --quick: 2].
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]

@@ -4,8 +4,8 @@
 //!
 //! Here: the peers, the recipes, where they connect and the sessions and driver processes they
 //! run in. Each kind of run has a module of its own: `contend` (N contenders on one recipe),
-//! `cycles` (many locks, per-order locks), `failover`, `scale` (one process or spread); `server_work` reads what the
-//! servers did during a run.
+//! `cycles` (many locks, per-order locks), `failover`, `scale` (one process or spread);
+//! `server_work` reads what the servers did during a run.
 
 use std::time::Duration;
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 use crate::fencing::{self, Resource};
 use crate::peers::{Peer, Recipe};
 use crate::pin::Pinning;
-use crate::{failover_scenario, Skipped, NETWORK_NS};
+use crate::rows::failover_scenario;
+use crate::{Skipped, NETWORK_NS};
 
 /// The lock peers, in the report's order.
 const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo];
