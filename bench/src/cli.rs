@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::builder::PossibleValuesParser;
 use clap::{value_parser, Parser, Subcommand};
+use zk_testcluster::ZkVersion;
 
 use crate::pin::PinMode;
 
@@ -33,7 +34,8 @@ pub const PEER_NAMES: [&str; 6] =
 /// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
 /// server, then a 3-node ensemble), in one run.
 ///
-/// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
+/// Runs on ZooKeeper 3.9.3 by default, or the releases --server names (scripts/ensure-zookeeper
+/// and scripts/ensure-zookeeper-versions fetch them); Curator needs its jars and a JDK, kazoo
 /// /usr/bin/python3 with kazoo (scripts/ensure-peers installs both on Debian/Ubuntu).
 #[derive(Parser, Debug)]
 #[command(name = "zk-bench", version, args_conflicts_with_subcommands = true)]
@@ -96,6 +98,12 @@ pub struct Args {
     /// [default: the library's, a twentieth]. Named in the report when set.
     #[arg(long, value_name = "F", value_parser = beat_fraction)]
     pub beat_period: Option<f64>,
+    /// The ZooKeeper releases to run on (comma-separated, e.g. `3.8.0,3.9.3`): the whole run once
+    /// per server, each report in its own folder of --out (`<out>/3.9.3/`) and a `summary.md`
+    /// and `results.csv` at --out with every server's [default: $ZK_VERSION, else the harness's
+    /// default, 3.9.3]. `scripts/ensure-zookeeper-versions VERSION` fetches one.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = server_version)]
+    pub server: Option<Vec<ZkVersion>>,
     #[command(subcommand)]
     pub child: Option<ChildCommand>,
 }
@@ -117,6 +125,11 @@ pub enum ChildCommand {
         #[arg(long)]
         beat_period: Option<f64>,
     },
+}
+
+/// A ZooKeeper release as `--server` takes it (`3.9.3`).
+fn server_version(s: &str) -> Result<ZkVersion, String> {
+    s.parse().map_err(|e: zk_testcluster::HarnessError| e.to_string())
 }
 
 /// A beat period as `ConnectOptions::beat_period` takes it (the library checks the range again).

@@ -148,9 +148,19 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let servers = match &args.server {
+        Some(list) => list.clone(),
+        None => match zk_testcluster::ZkVersion::from_env() {
+            Ok(v) => vec![v],
+            Err(e) => {
+                eprintln!("zk-bench: {e}");
+                std::process::exit(2);
+            }
+        },
+    };
     let plan = plan_of(&args, (peers, skipped), pinning);
     let out = args.out.clone().unwrap_or_else(|| peers_target().join("bench-report"));
-    match runtime.block_on(runner::run(plan, &out)) {
+    match runtime.block_on(runner::run_on(plan, &servers, &out)) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
         Err(e) => {
@@ -160,10 +170,12 @@ fn main() {
     }
 }
 
-/// The plan the options ask for, with the peers `available_peers` found and those it left out.
+/// The plan the options ask for, on the default server (`run_on` sets each server's), with the
+/// peers `available_peers` found and those it left out.
 fn plan_of(args: &Args, found: (Vec<Peer>, Skipped), pinning: pin::Pinning) -> Plan {
     let quick = args.quick;
     Plan {
+        server: zk_testcluster::ZkVersion::DEFAULT,
         quick,
         secs: args.seconds.unwrap_or(if quick { 0.5 } else { 5.0 }),
         repeats: args.repeats.map_or(if quick { 1 } else { 3 }, |r| r as usize),

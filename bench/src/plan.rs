@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use zk_testcluster::ZkVersion;
+
 use crate::fencing::{self, Resource};
 use crate::peers::{Peer, Recipe};
 use crate::pin::Pinning;
@@ -23,7 +25,11 @@ const RECIPE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::Curator, Peer::Kazoo];
 /// as in [`CYCLE_PEERS`]).
 const ENSEMBLE_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator];
 
+/// What a run measures, on which server, with which peers.
+#[derive(Clone)]
 pub struct Plan {
+    /// The ZooKeeper release every server of the run runs (`--server`).
+    pub server: ZkVersion,
     pub quick: bool,
     pub secs: f64,
     pub repeats: usize,
@@ -421,6 +427,7 @@ mod tests {
 
     fn plan(quick: bool) -> Plan {
         Plan {
+            server: ZkVersion::DEFAULT,
             quick,
             secs: 2.0,
             repeats: 3,

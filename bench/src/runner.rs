@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use zk_testcluster::{FaultProxy, ZkCluster};
+use zk_testcluster::{FaultProxy, ZkCluster, ZkVersion};
 
 use crate::peers::Target;
 use crate::plan::{self, describe, Run, Step};
@@ -112,9 +112,33 @@ impl Bench {
     }
 }
 
+/// Runs `plan` on each of `servers` in turn, each report in `out` (one server) or in its own
+/// folder `out/<version>/`, with `out/summary.md` and `out/results.csv` gathering every server's.
+/// `Ok(false)` when a run went wrong, `Err` when one could not finish.
+pub async fn run_on(plan: Plan, servers: &[ZkVersion], out: &Path) -> Result<bool, String> {
+    if let [server] = servers {
+        return run(Plan { server: *server, ..plan }, out).await;
+    }
+    let mut ok = true;
+    let (mut summary, mut csv) = (String::new(), String::new());
+    for &server in servers {
+        let dir = out.join(server.to_string());
+        ok &= run(Plan { server, ..plan.clone() }, &dir).await?;
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| format!("{name}: {e}"));
+        summary += &format!("# ZooKeeper {server} ([its report]({server}/))\n\n{}\n", read("summary.md")?);
+        let lines = read("results.csv")?;
+        let skip = usize::from(!csv.is_empty());
+        csv.extend(lines.lines().skip(skip).map(|l| format!("{l}\n")));
+    }
+    std::fs::write(out.join("summary.md"), summary).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("results.csv"), csv).map_err(|e| e.to_string())?;
+    println!("reports: {} (one folder per server)", out.display());
+    Ok(ok)
+}
+
 /// Runs `plan`'s steps and writes the report into `out`. `Ok(false)` when a run went wrong (a
 /// violated invariant, a peer without numbers: printed), `Err` when the run could not finish.
-pub async fn run(plan: Plan, out: &Path) -> Result<bool, String> {
+async fn run(plan: Plan, out: &Path) -> Result<bool, String> {
     let steps = plan.steps();
     eprintln!(
         "zk-bench: {} steps, {} s per run, {} repeat(s); starting ZooKeeper...",
@@ -171,7 +195,7 @@ impl Bench {
         problems.extend(r.warm_rows.iter().flat_map(row_problems).map(|p| format!("warm-up: {p}")));
         problems.extend(fencing::problems(&r.warm_fenced).into_iter().map(|p| format!("warm-up: {p}")));
         std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-        report::write_csv(&r.rows, &out.join("results.csv")).map_err(|e| e.to_string())?;
+        report::write_csv(&r.rows, plan.server, &out.join("results.csv")).map_err(|e| e.to_string())?;
         let groups = Groups::of(&r.rows);
         let context = summary::Context {
             plan,
@@ -189,6 +213,7 @@ impl Bench {
             text += &fencing::summary(&r.fenced, &fencing_missing, plan.secs, plan.repeats);
             problems.extend(fencing::problems(&r.fenced));
         }
+        let text = summary::on_server(&text, plan.server);
         std::fs::write(out.join("summary.md"), &text).map_err(|e| e.to_string())?;
         summary::plots(&groups, plan, out)?;
         println!("{text}");
@@ -212,6 +237,7 @@ fn server_config(nodes: usize, heap_mb: u32, plan: &Plan) -> zk_testcluster::Clu
             ("znode.container.checkIntervalMs".into(), REAPER_INTERVAL_MS.to_string()),
             ("znode.container.maxPerMinute".into(), REAPER_MAX_PER_MINUTE.to_string()),
         ],
+        version: plan.server,
         ..zk_testcluster::ClusterConfig::default()
     }
 }
