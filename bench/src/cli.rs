@@ -10,7 +10,7 @@ use zk_testcluster::ZkVersion;
 use crate::pin::PinMode;
 
 /// The scenarios `--only` can pick.
-pub const SCENARIOS: [&str; 13] = [
+pub const SCENARIOS: [&str; 14] = [
     "uncontended",
     "contended",
     "many-locks",
@@ -24,6 +24,7 @@ pub const SCENARIOS: [&str; 13] = [
     "fencing",
     "network",
     "ensemble",
+    "fleet",
 ];
 /// The peers `--peers` can pick (their short names).
 pub const PEER_NAMES: [&str; 6] =
@@ -70,8 +71,9 @@ pub struct Args {
     /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
     /// failover (handovers after a kill of the leader's process), scale (waiters in one process),
     /// scale-spread (thousands of waiters over 8 processes), fencing (a fenced write
-    /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble. The raw
-    /// write round trip is always measured.
+    /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble, fleet (what
+    /// many idle, holding and waiting sessions cost a 3-node ensemble). The raw write round trip is
+    /// always measured.
     #[arg(
         long,
         value_name = "LIST",
@@ -104,6 +106,20 @@ pub struct Args {
     /// default, 3.9.3]. `scripts/ensure-zookeeper-versions VERSION` fetches one.
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = server_version)]
     pub server: Option<Vec<ZkVersion>>,
+    /// The fleet scenario's sessions, spread over --fleet-procs processes [default: 1000; --quick:
+    /// 20].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(2..=100_000))]
+    pub fleet_sessions: Option<u32>,
+    /// The processes the fleet's sessions spread over [default: 4; --quick: 2].
+    #[arg(long, value_name = "P", value_parser = value_parser!(u32).range(1..=64))]
+    pub fleet_procs: Option<u32>,
+    /// Seconds the fleet scenario measures each phase (idle, holding, half waiting) [default: 20;
+    /// --quick: 1].
+    #[arg(long, value_name = "S", value_parser = positive_secs)]
+    pub fleet_phase: Option<f64>,
+    /// The fleet's session timeout, in seconds [default: 10].
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = value_parser!(u64).range(4..=40))]
+    pub fleet_timeout: u64,
     #[command(subcommand)]
     pub child: Option<ChildCommand>,
 }
@@ -111,11 +127,11 @@ pub struct Args {
 #[derive(Subcommand, Debug)]
 pub enum ChildCommand {
     /// (internal) One side of the scale scenario, in its own process.
-    #[command(hide = true)]
-    ScaleChild { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
+    #[command(hide = true, name = "scale-child")]
+    Scale { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
     /// (internal) A candidate of the failover scenario, in its own process.
-    #[command(hide = true)]
-    ElectChild {
+    #[command(hide = true, name = "elect-child")]
+    Elect {
         recipe: String,
         connect: String,
         path: String,
@@ -125,6 +141,9 @@ pub enum ChildCommand {
         #[arg(long)]
         beat_period: Option<f64>,
     },
+    /// (internal) Some of the fleet scenario's sessions, in their own process.
+    #[command(hide = true, name = "fleet-child")]
+    Fleet { peer: String, connect: String, prefix: String, first: usize, count: usize, session_ms: u64 },
 }
 
 /// A ZooKeeper release as `--server` takes it (`3.9.3`).

@@ -109,11 +109,15 @@ fn runtime() -> tokio::runtime::Runtime {
 /// The internal child commands (their process inherits the clients' CPUs from ours).
 fn run_child(child: &ChildCommand) {
     let (what, outcome) = match child {
-        ChildCommand::ScaleChild { peer, connect, path, waiters, total, hold } => {
+        ChildCommand::Scale { peer, connect, path, waiters, total, hold } => {
             let child = peers::scale_child(peer, connect, path, *waiters, *total, *hold == 1);
             ("scale-child", runtime().block_on(child))
         }
-        ChildCommand::ElectChild { recipe, connect, path, id, session_ms, beat_period } => {
+        ChildCommand::Fleet { peer, connect, prefix, first, count, session_ms } => {
+            let child = peers::fleet_child(peer, connect, prefix, *first, *count, *session_ms);
+            ("fleet-child", runtime().block_on(child))
+        }
+        ChildCommand::Elect { recipe, connect, path, id, session_ms, beat_period } => {
             let child = peers::elect_child(recipe, connect, path, id, *session_ms, *beat_period);
             ("elect-child", runtime().block_on(child))
         }
@@ -208,6 +212,12 @@ fn plan_of(args: &Args, found: (Vec<Peer>, Skipped), pinning: pin::Pinning) -> P
             args.only.clone()
         },
         pinning,
+        fleet: peers::FleetPlan {
+            sessions: args.fleet_sessions.map_or(if quick { 20 } else { 1000 }, |n| n as usize),
+            procs: args.fleet_procs.map_or(if quick { 2 } else { 4 }, |p| p as usize),
+            phase_secs: args.fleet_phase.unwrap_or(if quick { 1.0 } else { 20.0 }),
+            timeout: Duration::from_secs(args.fleet_timeout),
+        },
     }
 }
 

@@ -26,12 +26,14 @@ pub use drivers::{repo, target_dir};
 mod contend;
 mod cycles;
 mod failover;
+mod fleet;
 mod scale;
 mod server_work;
 
 pub use contend::{contend, contend_on, Contended};
 pub use cycles::{cycle_locks, subtree_size, Cycles, FRESH};
 pub use failover::{elect_child, failover, failover_row, FAILOVER_SESSION};
+pub use fleet::{fleet, fleet_child, FleetPeer, FleetPlan, FleetRow, Phase};
 pub use scale::{scale, scale_child, scale_scenario};
 pub use server_work::ServerWork;
 

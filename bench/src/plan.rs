@@ -6,7 +6,7 @@ use std::time::Duration;
 use zk_testcluster::ZkVersion;
 
 use crate::fencing::{self, Resource};
-use crate::peers::{Peer, Recipe};
+use crate::peers::{FleetPeer, FleetPlan, Peer, Recipe};
 use crate::pin::Pinning;
 use crate::rows::failover_scenario;
 use crate::{Skipped, NETWORK_NS};
@@ -64,6 +64,8 @@ pub struct Plan {
     pub only: Vec<String>,
     /// Which CPUs the servers and the clients run on (`--pin`).
     pub pinning: Pinning,
+    /// The fleet scenario's sessions, processes, phases and session timeout.
+    pub fleet: FleetPlan,
 }
 
 /// Which cluster a [`Step::Settle`] loads.
@@ -136,6 +138,11 @@ pub enum Step {
     EnsembleStart,
     EnsembleUncontended(Run, Peer),
     EnsembleContended(Run, Peer),
+    /// Start the fleet's 3-node ensemble (or keep the ensemble scenario's).
+    FleetStart,
+    /// A fleet of sessions through its phases (one run, no warm-up: it measures what sessions
+    /// cost at rest, not a speed).
+    Fleet(FleetPeer),
 }
 
 impl Step {
@@ -160,7 +167,9 @@ impl Step {
             | Step::NetworkStart
             | Step::NetworkRawWrite
             | Step::EnsembleRawWrite
-            | Step::EnsembleStart => None,
+            | Step::EnsembleStart
+            | Step::FleetStart
+            | Step::Fleet(_) => None,
         }
     }
 }
@@ -320,9 +329,24 @@ impl Plan {
                 network_run(r, &mut steps);
             }
         }
-        if !self.runs("ensemble") {
-            return steps;
+        if self.runs("ensemble") {
+            self.ensemble_steps(&mut steps);
         }
+        if self.runs("fleet") {
+            steps.push(Step::FleetStart);
+            let lock_peers = LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| FleetPeer::Of(p));
+            steps
+                .extend([FleetPeer::Nobody, FleetPeer::Pings].into_iter().chain(lock_peers).map(Step::Fleet));
+        }
+        steps
+    }
+
+    /// The ensemble scenario's steps: its start, warm-ups, settling, yardstick and repeats.
+    fn ensemble_steps(&self, steps: &mut Vec<Step>) {
+        let has = |p: &Peer| self.peers.contains(p);
+        let runs = self.runs_in_order();
+        let counted = || runs.iter().copied().filter(|r| *r != Run::WarmUp);
+        let warm_up = || runs.iter().copied().filter(|r| *r == Run::WarmUp);
         steps.push(Step::EnsembleStart);
         let ensemble_run = |r: Run, steps: &mut Vec<Step>| {
             for p in in_turn(ENSEMBLE_PEERS.iter().filter(|p| has(p)), r) {
@@ -333,14 +357,13 @@ impl Plan {
             }
         };
         for r in warm_up() {
-            ensemble_run(r, &mut steps);
+            ensemble_run(r, steps);
             steps.push(Step::Settle(Cluster::Ensemble));
         }
         steps.push(Step::EnsembleRawWrite);
         for r in counted() {
-            ensemble_run(r, &mut steps);
+            ensemble_run(r, steps);
         }
-        steps
     }
 
     /// Expected seconds for a step: its measured time plus setup (process start, sessions).
@@ -371,6 +394,16 @@ impl Plan {
             Step::FencingStart => 3.0,
             Step::Fencing(_, _, workers) => 2.0 * secs + 0.2 + workers as f64 * 0.05,
             Step::EnsembleStart => 8.0,
+            Step::FleetStart => 8.0,
+            Step::Fleet(f) => {
+                let phase = self.fleet.phase_secs + self.fleet.settle().as_secs_f64();
+                let sessions = self.fleet.sessions / self.fleet.procs.max(1);
+                let start = match f {
+                    FleetPeer::Of(p) => setup(p, sessions),
+                    FleetPeer::Nobody | FleetPeer::Pings => setup(Peer::LockClient, sessions),
+                };
+                start + f.phases().len() as f64 * phase
+            }
         }
     }
 }
@@ -413,6 +446,8 @@ pub fn describe(step: Step, plan: &Plan) -> String {
             format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
         }
         Step::EnsembleStart => "starting a 3-node ensemble".into(),
+        Step::FleetStart => "fleet: a 3-node ensemble".into(),
+        Step::Fleet(f) => format!("fleet of {} sessions · {}", plan.fleet.sessions, f.name()),
         Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
         Step::EnsembleContended(r, p) => {
             format!("ensemble contended N={} · {} · {}", plan.ensemble_n, p.name(), rep(r))
@@ -452,6 +487,12 @@ mod tests {
             skip_missing: false,
             only: crate::cli::SCENARIOS.iter().map(|s| s.to_string()).collect(),
             pinning: Pinning::choose(PinMode::Off, vec![0, 1]),
+            fleet: crate::peers::FleetPlan {
+                sessions: 4,
+                procs: 2,
+                phase_secs: 1.0,
+                timeout: Duration::from_secs(10),
+            },
         }
     }
 
@@ -539,5 +580,30 @@ mod tests {
             })
             .collect();
         assert_eq!(ensemble, [Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::ZkRecipes]);
+    }
+
+    #[test]
+    fn the_fleet_comes_last_once_per_lock_peer_after_the_ensemble_alone_and_the_pings() {
+        let steps = plan(true).steps();
+        let start = steps.iter().position(|s| matches!(s, Step::FleetStart)).unwrap();
+        let fleets: Vec<FleetPeer> = steps[start + 1..]
+            .iter()
+            .map(|s| match s {
+                Step::Fleet(f) => *f,
+                other => panic!("{other:?} after the fleet's start"),
+            })
+            .collect();
+        let lock = |p| FleetPeer::Of(p);
+        assert_eq!(
+            fleets,
+            [
+                FleetPeer::Nobody,
+                FleetPeer::Pings,
+                lock(Peer::ZkRecipes),
+                lock(Peer::LockClient),
+                lock(Peer::Curator)
+            ]
+        );
+        assert!(steps.iter().all(|s| !matches!(s, Step::Fleet(_)) || s.run().is_none()));
     }
 }

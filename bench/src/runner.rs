@@ -3,7 +3,7 @@
 //!
 //! The families: `clusters` (the servers, proxies and raw write loops: the yardsticks), `locks`
 //! (the mutex on the standalone server, on the 1 ms network and on the ensemble), `recipes`
-//! (the other recipes, failover, scale, fencing).
+//! (the other recipes, failover, scale, fencing), `fleet` (many sessions at rest on an ensemble).
 
 use std::path::{Path, PathBuf};
 
@@ -17,6 +17,7 @@ use crate::rows::row_problems;
 use crate::{fencing, jit, summary, Plan};
 
 mod clusters;
+mod fleet;
 mod locks;
 mod recipes;
 
@@ -45,6 +46,7 @@ struct Results {
     raw_p50: u64,
     network_raw_p50: u64,
     ensemble_raw_p50: u64,
+    fleet: Vec<crate::peers::FleetRow>,
 }
 
 /// A run in progress: its plan, the servers up now, and what it measured.
@@ -108,6 +110,8 @@ impl Bench {
             Step::Scale(_, n, procs, peer) => recipes::scale(self, n, procs, peer, m).await,
             Step::FencingStart => recipes::fencing_start(self).await,
             Step::Fencing(_, resource, workers) => recipes::fencing(self, resource, workers, m).await,
+            Step::FleetStart => fleet::start(self).await,
+            Step::Fleet(peer) => fleet::fleet(self, peer).await,
         }
     }
 }
@@ -212,6 +216,12 @@ impl Bench {
             fencing::write_csv(&r.fenced, &out.join("fencing.csv")).map_err(|e| e.to_string())?;
             text += &fencing::summary(&r.fenced, &fencing_missing, plan.secs, plan.repeats);
             problems.extend(fencing::problems(&r.fenced));
+        }
+        if plan.runs("fleet") {
+            summary::fleet::write_csv(&r.fleet, plan.server, &out.join("fleet.csv"))
+                .map_err(|e| e.to_string())?;
+            text += &summary::fleet::summary(&r.fleet, &plan.fleet);
+            problems.extend(summary::fleet::problems(&r.fleet));
         }
         let text = summary::on_server(&text, plan.server);
         std::fs::write(out.join("summary.md"), &text).map_err(|e| e.to_string())?;

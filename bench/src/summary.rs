@@ -12,6 +12,7 @@ use crate::report::{cell, headline_cell, mark, Groups, Row, UNSTEADY_LEGEND};
 use crate::Plan;
 
 mod environment;
+pub mod fleet;
 mod plots;
 mod recipes;
 mod scale;
