@@ -1,8 +1,8 @@
 //! The fleet scenario: many sessions, over several processes, on a 3-node ensemble, in three
 //! phases (idle, each holding one lock, half of them waiting), and what each phase costs the
 //! servers: the packets they receive from the clients (requests and pings, `mntr`'s
-//! `zk_packets_received`) and their CPU time (`/proc/<pid>/stat`), on the leader and on the
-//! followers. Every driver process speaks one line protocol (`zk-bench fleet-child`,
+//! `zk_packets_received`) and their CPU time (`/proc/<pid>/stat`, less their JIT compiler
+//! threads'), on the leader and on the followers. Every driver process speaks one line protocol (`zk-bench fleet-child`,
 //! `bench/peers/CuratorFleet.java`, `bench/peers/kazoo_fleet.py`):
 //!
 //! ```text
@@ -21,6 +21,7 @@ use zk_testcluster::ZkCluster;
 use super::Peer;
 use crate::clock::process_cpu_ns;
 use crate::driver::Driver;
+use crate::jit::compiler_cpu;
 
 mod child;
 pub use child::fleet_child;
@@ -118,20 +119,25 @@ pub struct FleetRow {
     pub secs: f64,
     /// Packets the leader and the followers (together) received from clients in the window.
     pub packets: (i64, i64),
-    /// CPU time of the leader's process and of the followers' (together), ns.
+    /// CPU time of the leader's process and of the followers' (together), ns, without their JIT
+    /// compiler threads' (`jit_ns`): a fresh server compiles for its first minutes, which is not
+    /// what a session costs it.
     pub cpu_ns: (u64, u64),
+    pub jit_ns: (u64, u64),
     /// Sessions holding a lock at the window's end, and how many should.
     pub holding: usize,
     pub holders: usize,
 }
 
-/// Each server's received packets and CPU time now.
-async fn counters(zk: &ZkCluster) -> Result<Vec<(i64, u64)>, String> {
+/// Each server's received packets, CPU time and its JIT compiler threads' CPU time (ns) now.
+async fn counters(zk: &ZkCluster) -> Result<Vec<(i64, u64, u64)>, String> {
     let pids = zk.pids();
     let mut now = Vec::with_capacity(zk.len());
-    for (i, pid) in pids.iter().enumerate() {
+    for (i, &pid) in pids.iter().enumerate() {
         let packets = zk.mntr(i).await.map_err(|e| e.to_string())?.packets_received();
-        now.push((packets, process_cpu_ns(*pid).ok_or_else(|| format!("no /proc/{pid}/stat"))?));
+        let cpu = process_cpu_ns(pid).ok_or_else(|| format!("no /proc/{pid}/stat"))?;
+        let jit = compiler_cpu(pid).ok_or_else(|| format!("no /proc/{pid}/task"))?.as_nanos() as u64;
+        now.push((packets, cpu, jit));
     }
     Ok(now)
 }
@@ -153,27 +159,21 @@ async fn measure(
     if zk.leader().await.ok() != Some(leader) {
         return Err(format!("fleet {}: the ensemble's leader changed during a phase", peer.name()));
     }
-    let (mut packets, mut cpu_ns) = ((0, 0), (0, 0));
+    let (mut packets, mut cpu_ns, mut jit_ns) = ((0, 0), (0, 0), (0, 0));
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
-        let (p, c) = (a.0 - b.0, a.1.saturating_sub(b.1));
+        let jit = a.2.saturating_sub(b.2);
+        let (p, c) = (a.0 - b.0, a.1.saturating_sub(b.1).saturating_sub(jit));
         if i == leader {
-            (packets.0, cpu_ns.0) = (p, c);
+            (packets.0, cpu_ns.0, jit_ns.0) = (p, c, jit);
         } else {
             packets.1 += p;
             cpu_ns.1 += c;
+            jit_ns.1 += jit;
         }
     }
     let sessions = if peer == FleetPeer::Nobody { 0 } else { plan.sessions };
-    Ok(FleetRow {
-        peer,
-        phase,
-        sessions,
-        secs,
-        packets,
-        cpu_ns,
-        holding: 0,
-        holders: phase.holders(sessions),
-    })
+    let holders = phase.holders(sessions);
+    Ok(FleetRow { peer, phase, sessions, secs, packets, cpu_ns, jit_ns, holding: 0, holders })
 }
 
 /// The fleet of `peer` on `zk`: its processes started, its sessions connected, each phase

@@ -33,7 +33,8 @@ pub fn summary(rows: &[FleetRow], plan: &FleetPlan) -> String {
          the clients (`mntr` `zk_packets_received`, summed over the three: requests and pings alike; \
          a follower forwards writes and `sync`s to the leader over the quorum port, which this does \
          not count, but the leader's CPU does). CPU: user + system time of each server's JVM \
-         (`/proc/<pid>/stat`). \"no sessions\" is the ensemble's own cost, in every other row too.\n",
+         (`/proc/<pid>/stat`) less its JIT compiler threads' (`fleet.csv` has theirs). \"no sessions\" \
+         is the ensemble's own cost, in every other row too.\n",
         plan.sessions,
         plan.procs,
         plan.timeout.as_secs(),
@@ -85,7 +86,7 @@ pub fn problems(rows: &[FleetRow]) -> Vec<String> {
 pub fn write_csv(rows: &[FleetRow], server: ZkVersion, path: &Path) -> std::io::Result<()> {
     let mut out = String::from(
         "server,fleet,phase,sessions,secs,leader_packets,follower_packets,leader_cpu_ms,follower_cpu_ms,\
-         holding,holders\n",
+         leader_jit_ms,follower_jit_ms,holding,holders\n",
     );
     for r in rows {
         let phase = match r.phase {
@@ -95,7 +96,7 @@ pub fn write_csv(rows: &[FleetRow], server: ZkVersion, path: &Path) -> std::io::
         };
         let _ = writeln!(
             out,
-            "{server},{},{phase},{},{:.2},{},{},{:.1},{:.1},{},{}",
+            "{server},{},{phase},{},{:.2},{},{},{:.1},{:.1},{:.1},{:.1},{},{}",
             r.peer.short(),
             r.sessions,
             r.secs,
@@ -103,6 +104,8 @@ pub fn write_csv(rows: &[FleetRow], server: ZkVersion, path: &Path) -> std::io::
             r.packets.1,
             r.cpu_ns.0 as f64 / 1e6,
             r.cpu_ns.1 as f64 / 1e6,
+            r.jit_ns.0 as f64 / 1e6,
+            r.jit_ns.1 as f64 / 1e6,
             r.holding,
             r.holders
         );
@@ -117,7 +120,17 @@ mod tests {
 
     fn row(phase: Phase, holding: usize, holders: usize) -> FleetRow {
         let peer = FleetPeer::Of(Peer::ZkRecipes);
-        FleetRow { peer, phase, sessions: 4, secs: 1.0, packets: (4, 4), cpu_ns: (0, 0), holding, holders }
+        FleetRow {
+            peer,
+            phase,
+            sessions: 4,
+            secs: 1.0,
+            packets: (4, 4),
+            cpu_ns: (0, 0),
+            jit_ns: (0, 0),
+            holding,
+            holders,
+        }
     }
 
     #[test]
