@@ -333,12 +333,17 @@ impl Plan {
             self.ensemble_steps(&mut steps);
         }
         if self.runs("fleet") {
-            steps.push(Step::FleetStart);
-            let lock_peers = LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| FleetPeer::Of(p));
-            steps
-                .extend([FleetPeer::Nobody, FleetPeer::Pings].into_iter().chain(lock_peers).map(Step::Fleet));
+            self.fleet_steps(&mut steps);
         }
         steps
+    }
+
+    /// The fleet's steps: its ensemble, then the ensemble alone, the pings and each lock peer.
+    fn fleet_steps(&self, steps: &mut Vec<Step>) {
+        let has = |p: &Peer| self.peers.contains(p);
+        steps.push(Step::FleetStart);
+        let lock_peers = LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| FleetPeer::Of(p));
+        steps.extend([FleetPeer::Nobody, FleetPeer::Pings].into_iter().chain(lock_peers).map(Step::Fleet));
     }
 
     /// The ensemble scenario's steps: its start, warm-ups, settling, yardstick and repeats.
