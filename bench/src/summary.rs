@@ -130,7 +130,11 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
         "- servers: ZooKeeper {} (`--server`; it reports {}) on loopback, a standalone server, then a \
          3-node ensemble; forceSync=no; container reaper every {} ms",
         plan.server,
-        if cx.zk_version.is_empty() { "nothing" } else { cx.zk_version.split(',').next().unwrap_or("") },
+        if cx.zk_version.is_empty() {
+            "nothing"
+        } else {
+            cx.zk_version.split([',', '-']).next().unwrap_or("")
+        },
         cx.reaper_ms
     );
     let _ = writeln!(
