@@ -3,12 +3,14 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::builder::PossibleValuesParser;
+use clap::{value_parser, Parser, Subcommand};
+use zk_testcluster::ZkVersion;
 
 use crate::pin::PinMode;
 
 /// The scenarios `--only` can pick.
-pub const SCENARIOS: [&str; 13] = [
+pub const SCENARIOS: [&str; 14] = [
     "uncontended",
     "contended",
     "many-locks",
@@ -22,6 +24,7 @@ pub const SCENARIOS: [&str; 13] = [
     "fencing",
     "network",
     "ensemble",
+    "fleet",
 ];
 /// The peers `--peers` can pick (their short names).
 pub const PEER_NAMES: [&str; 6] =
@@ -32,7 +35,8 @@ pub const PEER_NAMES: [&str; 6] =
 /// election beside Curator's and kazoo's, on throwaway local ZooKeeper servers (a standalone
 /// server, then a 3-node ensemble), in one run.
 ///
-/// Needs ZooKeeper 3.8 (scripts/ensure-zookeeper); Curator needs its jars and a JDK, kazoo
+/// Runs on ZooKeeper 3.9.3 by default, or the releases --server names (scripts/ensure-zookeeper
+/// and scripts/ensure-zookeeper-versions fetch them); Curator needs its jars and a JDK, kazoo
 /// /usr/bin/python3 with kazoo (scripts/ensure-peers installs both on Debian/Ubuntu).
 #[derive(Parser, Debug)]
 #[command(name = "zk-bench", version, args_conflicts_with_subcommands = true)]
@@ -67,15 +71,26 @@ pub struct Args {
     /// semaphore, rwlock (read-heavy and write-heavy), leader (latch and selector handovers),
     /// failover (handovers after a kill of the leader's process), scale (waiters in one process),
     /// scale-spread (thousands of waiters over 8 processes), fencing (a fenced write
-    /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble. The raw
-    /// write round trip is always measured.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(SCENARIOS))]
+    /// against an unfenced one at ZooKeeper, PostgreSQL and Redis), network, ensemble, fleet (what
+    /// many idle, holding and waiting sessions cost a 3-node ensemble). The raw write round trip is
+    /// always measured.
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(SCENARIOS)
+    )]
     pub only: Vec<String>,
     /// Only these peers (comma-separated): zk-recipes, lockclient, curator, kazoo, naive.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(PEER_NAMES))]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        value_parser = PossibleValuesParser::new(PEER_NAMES)
+    )]
     pub peers: Vec<String>,
     /// The failover scenario's session timeouts, in seconds (comma-separated) [default: 1].
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=60))]
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = value_parser!(u64).range(1..=60))]
     pub failover_sessions: Vec<u64>,
     /// Kills of the leader's process per failover run [default: 5; --quick: 2].
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -85,6 +100,26 @@ pub struct Args {
     /// [default: the library's, a twentieth]. Named in the report when set.
     #[arg(long, value_name = "F", value_parser = beat_fraction)]
     pub beat_period: Option<f64>,
+    /// The ZooKeeper releases to run on (comma-separated, e.g. `3.8.0,3.9.3`): the whole run once
+    /// per server, each report in its own folder of --out (`<out>/3.9.3/`) and a `summary.md`
+    /// and `results.csv` at --out with every server's [default: $ZK_VERSION, else the harness's
+    /// default, 3.9.3]. `scripts/ensure-zookeeper-versions VERSION` fetches one.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = server_version)]
+    pub server: Option<Vec<ZkVersion>>,
+    /// The fleet scenario's sessions, spread over --fleet-procs processes [default: 1000; --quick:
+    /// 20].
+    #[arg(long, value_name = "N", value_parser = value_parser!(u32).range(2..=100_000))]
+    pub fleet_sessions: Option<u32>,
+    /// The processes the fleet's sessions spread over [default: 4; --quick: 2].
+    #[arg(long, value_name = "P", value_parser = value_parser!(u32).range(1..=64))]
+    pub fleet_procs: Option<u32>,
+    /// Seconds the fleet scenario measures each phase (idle, holding, half waiting) [default: 20;
+    /// --quick: 1].
+    #[arg(long, value_name = "S", value_parser = positive_secs)]
+    pub fleet_phase: Option<f64>,
+    /// The fleet's session timeout, in seconds [default: 10].
+    #[arg(long, value_name = "S", default_value_t = 10, value_parser = value_parser!(u64).range(4..=40))]
+    pub fleet_timeout: u64,
     #[command(subcommand)]
     pub child: Option<ChildCommand>,
 }
@@ -92,11 +127,11 @@ pub struct Args {
 #[derive(Subcommand, Debug)]
 pub enum ChildCommand {
     /// (internal) One side of the scale scenario, in its own process.
-    #[command(hide = true)]
-    ScaleChild { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
+    #[command(hide = true, name = "scale-child")]
+    Scale { peer: String, connect: String, path: String, waiters: usize, total: usize, hold: u8 },
     /// (internal) A candidate of the failover scenario, in its own process.
-    #[command(hide = true)]
-    ElectChild {
+    #[command(hide = true, name = "elect-child")]
+    Elect {
         recipe: String,
         connect: String,
         path: String,
@@ -106,6 +141,14 @@ pub enum ChildCommand {
         #[arg(long)]
         beat_period: Option<f64>,
     },
+    /// (internal) Some of the fleet scenario's sessions, in their own process.
+    #[command(hide = true, name = "fleet-child")]
+    Fleet { peer: String, connect: String, prefix: String, first: usize, count: usize, session_ms: u64 },
+}
+
+/// A ZooKeeper release as `--server` takes it (`3.9.3`).
+fn server_version(s: &str) -> Result<ZkVersion, String> {
+    s.parse().map_err(|e: zk_testcluster::HarnessError| e.to_string())
 }
 
 /// A beat period as `ConnectOptions::beat_period` takes it (the library checks the range again).

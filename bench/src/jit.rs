@@ -128,7 +128,7 @@ pub async fn settle(
     for peer in [Peer::ZkRecipes, Peer::LockClient].into_iter().cycle() {
         let started = Instant::now();
         let c = peers::contend(target, peer, LOAD_CONTENDERS, SLICE.as_secs_f64(), &path(), scratch).await?;
-        rows.push(crate::measured("settle", peer, LOAD_CONTENDERS, 0, c, crate::stats::handoffs));
+        rows.push(crate::rows::measured("settle", peer, LOAD_CONTENDERS, 0, c, crate::stats::handoffs));
         if settle.after_slice(read()?, started.elapsed()) {
             break;
         }

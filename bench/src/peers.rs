@@ -4,8 +4,8 @@
 //!
 //! Here: the peers, the recipes, where they connect and the sessions and driver processes they
 //! run in. Each kind of run has a module of its own: `contend` (N contenders on one recipe),
-//! `cycles` (many locks, per-order locks), `failover`, `scale` (one process or spread); `server_work` reads what the
-//! servers did during a run.
+//! `cycles` (many locks, per-order locks), `failover`, `scale` (one process or spread);
+//! `server_work` reads what the servers did during a run.
 
 use std::time::Duration;
 
@@ -26,12 +26,14 @@ pub use drivers::{repo, target_dir};
 mod contend;
 mod cycles;
 mod failover;
+mod fleet;
 mod scale;
 mod server_work;
 
 pub use contend::{contend, contend_on, Contended};
 pub use cycles::{cycle_locks, subtree_size, Cycles, FRESH};
 pub use failover::{elect_child, failover, failover_row, FAILOVER_SESSION};
+pub use fleet::{fleet, fleet_child, FleetPeer, FleetPlan, FleetRow, Phase};
 pub use scale::{scale, scale_child, scale_scenario};
 pub use server_work::ServerWork;
 

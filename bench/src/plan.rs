@@ -3,10 +3,13 @@
 
 use std::time::Duration;
 
+use zk_testcluster::ZkVersion;
+
 use crate::fencing::{self, Resource};
-use crate::peers::{Peer, Recipe};
+use crate::peers::{FleetPeer, FleetPlan, Peer, Recipe};
 use crate::pin::Pinning;
-use crate::{failover_scenario, Skipped, NETWORK_NS};
+use crate::rows::failover_scenario;
+use crate::{Skipped, NETWORK_NS};
 
 /// The lock peers, in the report's order.
 const LOCK_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::LockClient, Peer::Curator, Peer::Kazoo];
@@ -22,7 +25,11 @@ const RECIPE_PEERS: [Peer; 3] = [Peer::ZkRecipes, Peer::Curator, Peer::Kazoo];
 /// as in [`CYCLE_PEERS`]).
 const ENSEMBLE_PEERS: [Peer; 4] = [Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator];
 
+/// What a run measures, on which server, with which peers.
+#[derive(Clone)]
 pub struct Plan {
+    /// The ZooKeeper release every server of the run runs (`--server`).
+    pub server: ZkVersion,
     pub quick: bool,
     pub secs: f64,
     pub repeats: usize,
@@ -57,6 +64,8 @@ pub struct Plan {
     pub only: Vec<String>,
     /// Which CPUs the servers and the clients run on (`--pin`).
     pub pinning: Pinning,
+    /// The fleet scenario's sessions, processes, phases and session timeout.
+    pub fleet: FleetPlan,
 }
 
 /// Which cluster a [`Step::Settle`] loads.
@@ -129,6 +138,11 @@ pub enum Step {
     EnsembleStart,
     EnsembleUncontended(Run, Peer),
     EnsembleContended(Run, Peer),
+    /// Start the fleet's 3-node ensemble (or keep the ensemble scenario's).
+    FleetStart,
+    /// A fleet of sessions through its phases (one run, no warm-up: it measures what sessions
+    /// cost at rest, not a speed).
+    Fleet(FleetPeer),
 }
 
 impl Step {
@@ -153,7 +167,9 @@ impl Step {
             | Step::NetworkStart
             | Step::NetworkRawWrite
             | Step::EnsembleRawWrite
-            | Step::EnsembleStart => None,
+            | Step::EnsembleStart
+            | Step::FleetStart
+            | Step::Fleet(_) => None,
         }
     }
 }
@@ -313,9 +329,29 @@ impl Plan {
                 network_run(r, &mut steps);
             }
         }
-        if !self.runs("ensemble") {
-            return steps;
+        if self.runs("ensemble") {
+            self.ensemble_steps(&mut steps);
         }
+        if self.runs("fleet") {
+            self.fleet_steps(&mut steps);
+        }
+        steps
+    }
+
+    /// The fleet's steps: its ensemble, then the ensemble alone, the pings and each lock peer.
+    fn fleet_steps(&self, steps: &mut Vec<Step>) {
+        let has = |p: &Peer| self.peers.contains(p);
+        steps.push(Step::FleetStart);
+        let lock_peers = LOCK_PEERS.iter().filter(|p| has(p)).map(|&p| FleetPeer::Of(p));
+        steps.extend([FleetPeer::Nobody, FleetPeer::Pings].into_iter().chain(lock_peers).map(Step::Fleet));
+    }
+
+    /// The ensemble scenario's steps: its start, warm-ups, settling, yardstick and repeats.
+    fn ensemble_steps(&self, steps: &mut Vec<Step>) {
+        let has = |p: &Peer| self.peers.contains(p);
+        let runs = self.runs_in_order();
+        let counted = || runs.iter().copied().filter(|r| *r != Run::WarmUp);
+        let warm_up = || runs.iter().copied().filter(|r| *r == Run::WarmUp);
         steps.push(Step::EnsembleStart);
         let ensemble_run = |r: Run, steps: &mut Vec<Step>| {
             for p in in_turn(ENSEMBLE_PEERS.iter().filter(|p| has(p)), r) {
@@ -326,14 +362,13 @@ impl Plan {
             }
         };
         for r in warm_up() {
-            ensemble_run(r, &mut steps);
+            ensemble_run(r, steps);
             steps.push(Step::Settle(Cluster::Ensemble));
         }
         steps.push(Step::EnsembleRawWrite);
         for r in counted() {
-            ensemble_run(r, &mut steps);
+            ensemble_run(r, steps);
         }
-        steps
     }
 
     /// Expected seconds for a step: its measured time plus setup (process start, sessions).
@@ -364,6 +399,16 @@ impl Plan {
             Step::FencingStart => 3.0,
             Step::Fencing(_, _, workers) => 2.0 * secs + 0.2 + workers as f64 * 0.05,
             Step::EnsembleStart => 8.0,
+            Step::FleetStart => 8.0,
+            Step::Fleet(f) => {
+                let phase = self.fleet.phase_secs + self.fleet.settle().as_secs_f64();
+                let sessions = self.fleet.sessions / self.fleet.procs.max(1);
+                let start = match f {
+                    FleetPeer::Of(p) => setup(p, sessions),
+                    FleetPeer::Nobody | FleetPeer::Pings => setup(Peer::LockClient, sessions),
+                };
+                start + f.phases().len() as f64 * phase
+            }
         }
     }
 }
@@ -406,6 +451,8 @@ pub fn describe(step: Step, plan: &Plan) -> String {
             format!("1 ms network contended N={n} · {} · {}", p.name(), rep(r))
         }
         Step::EnsembleStart => "starting a 3-node ensemble".into(),
+        Step::FleetStart => "fleet: a 3-node ensemble".into(),
+        Step::Fleet(f) => format!("fleet of {} sessions · {}", plan.fleet.sessions, f.name()),
         Step::EnsembleUncontended(r, p) => format!("ensemble uncontended · {} · {}", p.name(), rep(r)),
         Step::EnsembleContended(r, p) => {
             format!("ensemble contended N={} · {} · {}", plan.ensemble_n, p.name(), rep(r))
@@ -414,122 +461,4 @@ pub fn describe(step: Step, plan: &Plan) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::pin::{PinMode, Pinning};
-
-    fn plan(quick: bool) -> Plan {
-        Plan {
-            quick,
-            secs: 2.0,
-            repeats: 3,
-            ns: vec![2, 8],
-            many_locks: 10,
-            many_tasks: 4,
-            order_tasks: 2,
-            sem_leases: 2,
-            sem_contenders: 4,
-            rw_reads: [90, 10],
-            rw_contenders: 4,
-            leader_candidates: 3,
-            failover_kills: 5,
-            failover_sessions: vec![crate::peers::FAILOVER_SESSION],
-            beat_period: None,
-            ensemble_n: 4,
-            scale_waiters: 16,
-            spread_ns: vec![16, 32],
-            spread_procs: 2,
-            peers: vec![Peer::ZkRecipes, Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::Naive],
-            skipped: Vec::new(),
-            skip_missing: false,
-            only: crate::cli::SCENARIOS.iter().map(|s| s.to_string()).collect(),
-            pinning: Pinning::choose(PinMode::Off, vec![0, 1]),
-        }
-    }
-
-    /// A step with its run taken out: what it measures.
-    fn shape(step: Step) -> String {
-        let neutral = Run::Repeat(0);
-        let without = match step {
-            Step::Uncontended(_, p) => Step::Uncontended(neutral, p),
-            Step::Contended(_, n, p) => Step::Contended(neutral, n, p),
-            Step::ManyLocks(_, p) => Step::ManyLocks(neutral, p),
-            Step::PerOrder(_, p) => Step::PerOrder(neutral, p),
-            Step::Recipe(_, r, p) => Step::Recipe(neutral, r, p),
-            Step::Failover(_, r, p, t) => Step::Failover(neutral, r, p, t),
-            Step::Scale(_, n, k, p) => Step::Scale(neutral, n, k, p),
-            Step::Fencing(_, r, w) => Step::Fencing(neutral, r, w),
-            Step::NetworkUncontended(_, p) => Step::NetworkUncontended(neutral, p),
-            Step::NetworkContended(_, n, p) => Step::NetworkContended(neutral, n, p),
-            Step::EnsembleUncontended(_, p) => Step::EnsembleUncontended(neutral, p),
-            Step::EnsembleContended(_, p) => Step::EnsembleContended(neutral, p),
-            other => other,
-        };
-        format!("{without:?}")
-    }
-
-    #[test]
-    fn every_measured_run_is_warmed_up_once_before_it_counts() {
-        let plan = plan(false);
-        let steps = plan.steps();
-        let mut warmed = std::collections::HashSet::new();
-        let mut counted = std::collections::HashSet::new();
-        for step in &steps {
-            match step.run() {
-                Some(Run::WarmUp) => {
-                    assert!(warmed.insert(shape(*step)), "warmed up twice: {step:?}");
-                    assert!(!counted.contains(&shape(*step)), "warmed up after it counted: {step:?}");
-                }
-                Some(Run::Repeat(_)) => {
-                    assert!(warmed.contains(&shape(*step)), "counted without a warm-up: {step:?}");
-                    counted.insert(shape(*step));
-                }
-                None => {}
-            }
-        }
-        assert_eq!(warmed, counted, "a warm-up of something never counted");
-        // The yardsticks run on warmed servers: after the warm-ups of their server.
-        let at = |s: &str| steps.iter().position(|x| format!("{x:?}") == s).unwrap();
-        let first_counted = steps.iter().position(|s| s.run().is_some_and(|r| r != Run::WarmUp)).unwrap();
-        assert!(at("RawWrite") < first_counted);
-        let warming = |s: &Step| s.run() == Some(Run::WarmUp) || matches!(s, Step::Settle(_));
-        assert!(steps[..at("RawWrite")].iter().all(warming));
-        assert!(steps[at("EnsembleStart")..at("EnsembleRawWrite")].iter().skip(1).all(warming));
-        // Each cluster settles once, after its warm-ups and before its yardstick.
-        assert_eq!(at("RawWrite") - 1, at("Settle(Standalone)"));
-        assert_eq!(at("EnsembleRawWrite") - 1, at("Settle(Ensemble)"));
-        assert_eq!(plan.secs_of(Run::WarmUp), 1.0);
-        assert_eq!(plan.kills_of(Run::WarmUp), 1);
-        assert_eq!(plan.secs_of(Run::Repeat(2)), 2.0);
-    }
-
-    #[test]
-    fn a_smoke_test_has_no_warm_up() {
-        let plan = plan(true);
-        assert!(plan.steps().iter().all(|s| s.run() != Some(Run::WarmUp) && !matches!(s, Step::Settle(_))));
-    }
-
-    #[test]
-    fn each_repeat_starts_with_the_next_peer() {
-        let plan = plan(false);
-        let first_uncontended = |r: Run| {
-            plan.steps().into_iter().find_map(|s| match s {
-                Step::Uncontended(run, p) if run == r => Some(p),
-                _ => None,
-            })
-        };
-        assert_eq!(first_uncontended(Run::WarmUp), Some(Peer::ZkRecipes));
-        assert_eq!(first_uncontended(Run::Repeat(0)), Some(Peer::ZkRecipes));
-        assert_eq!(first_uncontended(Run::Repeat(1)), Some(Peer::ZkRecipesDrop));
-        assert_eq!(first_uncontended(Run::Repeat(2)), Some(Peer::LockClient));
-        let ensemble: Vec<Peer> = plan
-            .steps()
-            .into_iter()
-            .filter_map(|s| match s {
-                Step::EnsembleUncontended(Run::Repeat(1), p) => Some(p),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ensemble, [Peer::ZkRecipesDrop, Peer::LockClient, Peer::Curator, Peer::ZkRecipes]);
-    }
-}
+mod tests;

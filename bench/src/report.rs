@@ -7,6 +7,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use zk_testcluster::ZkVersion;
 
 use crate::peers::Peer;
 use crate::stats::Spread;
@@ -92,16 +93,17 @@ fn csv_num(x: f64, decimals: usize) -> String {
     }
 }
 
-pub fn write_csv(rows: &[Row], path: &Path) -> std::io::Result<()> {
+/// Writes `results.csv`: one line per row, the first column the server it ran on.
+pub fn write_csv(rows: &[Row], server: ZkVersion, path: &Path) -> std::io::Result<()> {
     let mut out = String::from(
-        "scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
+        "server,scenario,peer,n,repeat,rate_per_s,p50_us,p99_us,packets_per_op,overlaps,extra,\
          cpu_us_per_op,server_cpu_us_per_op,nodes_left_at_end,nodes_left_after_reaper,reaper_secs,\
          bytes_in_per_op,bytes_out_per_op,quiet_ms,rounding_ms,after_expiry_ms\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{server},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scenario,
             r.peer.short(),
             r.n,

@@ -76,26 +76,40 @@ pub fn run_ensure_peers(script: &Path) -> Result<(), String> {
     }
 }
 
-/// Compiles `tests/peers/CuratorPeer.java` into `target/<profile>/peers/curator`, where the
-/// shared driver code (`tests/common/peers.rs`) looks for it, unless the class is up to date.
-/// Done here first so that a failure is a reason, not a panic in the shared code.
+/// Compiles the Curator drivers: `tests/peers/CuratorPeer.java` into `target/<profile>/peers/curator`,
+/// where the shared driver code (`tests/common/peers.rs`) looks for it, and the bench's own
+/// `bench/peers/CuratorFleet.java` (the fleet scenario) into `target/<profile>/peers/curator-fleet`,
+/// each unless its class is up to date. Done here first so that a failure is a reason, not a
+/// panic in the shared code.
 pub fn compile_curator() -> Result<(), String> {
-    let source = peers::repo().join("tests/peers/CuratorPeer.java");
-    let out = peers::target_dir().join("peers").join("curator");
+    compile_java(&peers::repo().join("tests/peers/CuratorPeer.java"), "curator")?;
+    compile_java(&peers::repo().join("bench/peers/CuratorFleet.java"), "curator-fleet")
+}
+
+/// Where `compile_curator` puts the class `source` in `dir`.
+fn classes(dir: &str) -> PathBuf {
+    peers::target_dir().join("peers").join(dir)
+}
+
+fn compile_java(source: &Path, dir: &str) -> Result<(), String> {
+    let out = classes(dir);
+    let class = source.with_extension("class");
+    let class = out.join(class.file_name().unwrap_or_default());
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if matches!((modified(&out.join("CuratorPeer.class")), modified(&source)), (Some(c), Some(s)) if c >= s) {
+    if matches!((modified(&class), modified(source)), (Some(c), Some(s)) if c >= s) {
         return Ok(());
     }
+    let name = source.file_name().unwrap_or_default().to_string_lossy();
     if !source.is_file() {
         return Err(format!("no {} (run zk-bench from a zk-recipes checkout)", source.display()));
     }
-    let tmp = peers::target_dir().join("peers").join(format!("curator-{}", std::process::id()));
+    let tmp = peers::target_dir().join("peers").join(format!("{dir}-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
     let output = Command::new("javac")
         .args(["-nowarn", "-d"])
         .arg(&tmp)
         .args(["-cp", &CURATOR_JARS.join(":")])
-        .arg(&source)
+        .arg(source)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("javac: {e}"))?;
@@ -103,11 +117,26 @@ pub fn compile_curator() -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&tmp);
         let why = String::from_utf8_lossy(&output.stderr);
         let first = why.lines().find(|l| !l.trim().is_empty()).unwrap_or("no output");
-        return Err(format!("compiling CuratorPeer.java failed: {first}"));
+        return Err(format!("compiling {name} failed: {first}"));
     }
     let _ = std::fs::remove_dir_all(&out);
     if std::fs::rename(&tmp, &out).is_err() {
         let _ = std::fs::remove_dir_all(&tmp); // another process compiled it meanwhile
     }
     Ok(())
+}
+
+/// The Curator fleet driver with `args` (compiled by [`compile_curator`]).
+pub fn curator_fleet(args: &[&str]) -> Command {
+    let mut cmd = Command::new("java");
+    cmd.arg("-cp").arg(format!("{}:{}", CURATOR_JARS.join(":"), classes("curator-fleet").display()));
+    cmd.arg("CuratorFleet").args(args);
+    cmd
+}
+
+/// The kazoo fleet driver with `args`.
+pub fn kazoo_fleet(args: &[&str]) -> Command {
+    let mut cmd = Command::new(SYSTEM_PYTHON);
+    cmd.arg(peers::repo().join("bench/peers/kazoo_fleet.py")).args(args);
+    cmd
 }

@@ -12,6 +12,7 @@ use crate::report::{cell, headline_cell, mark, Groups, Row, UNSTEADY_LEGEND};
 use crate::Plan;
 
 mod environment;
+pub mod fleet;
 mod plots;
 mod recipes;
 mod scale;
@@ -92,6 +93,19 @@ fn repeatability(s: &mut String, cx: &Context) {
     );
 }
 
+/// `text` with every heading (`## `, `### `) naming the server its figures came from.
+pub fn on_server(text: &str, server: zk_testcluster::ZkVersion) -> String {
+    let mut out = String::with_capacity(text.len() + 256);
+    for line in text.lines() {
+        out.push_str(line);
+        if line.starts_with("## ") || line.starts_with("### ") {
+            let _ = write!(out, " · ZooKeeper {server}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 pub fn summarize(groups: &Groups, cx: &Context) -> String {
     let plan = cx.plan;
     let mut s = String::new();
@@ -113,9 +127,14 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     }
     let _ = writeln!(
         s,
-        "- servers: ZooKeeper {} on loopback, a standalone server, then a 3-node ensemble; forceSync=no; \
-         container reaper every {} ms",
-        if cx.zk_version.is_empty() { "3.8" } else { cx.zk_version.split([',', '-']).next().unwrap_or("") },
+        "- servers: ZooKeeper {} (`--server`; it reports {}) on loopback, a standalone server, then a \
+         3-node ensemble; forceSync=no; container reaper every {} ms",
+        plan.server,
+        if cx.zk_version.is_empty() {
+            "nothing"
+        } else {
+            cx.zk_version.split([',', '-']).next().unwrap_or("")
+        },
         cx.reaper_ms
     );
     let _ = writeln!(

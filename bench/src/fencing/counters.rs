@@ -77,7 +77,8 @@ impl Meter<'_> {
                 };
                 let row = client
                     .query_one(
-                        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query NOT LIKE $1",
+                        "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements \
+                         WHERE query NOT LIKE $1",
                         &[&OWN],
                     )
                     .await

@@ -313,7 +313,12 @@ mod tests {
 
     #[test]
     fn cons_gives_a_sessions_last_reply_and_timeout() {
-        let cons = " /127.0.0.1:41282[0](queued=0,recved=1,sent=0)\n /127.0.0.1:41276[1](queued=0,recved=4,sent=4,sid=0x10001d45cff0000,lop=PING,est=1795564852033,to=4000,lcxid=0x2,lzxid=0x100000003,lresp=30694755,llat=1,minlat=0,avglat=4,maxlat=8)\n";
+        let cons = concat!(
+            " /127.0.0.1:41282[0](queued=0,recved=1,sent=0)\n",
+            " /127.0.0.1:41276[1](queued=0,recved=4,sent=4,sid=0x10001d45cff0000,lop=PING,",
+            "est=1795564852033,to=4000,lcxid=0x2,lzxid=0x100000003,lresp=30694755,llat=1,minlat=0,",
+            "avglat=4,maxlat=8)\n",
+        );
         assert_eq!(session_in_cons(cons, 0x100_01d4_5cff_0000), Some((30_694_755, 4_000)));
         assert_eq!(session_in_cons(cons, 0x100_01d4_5cff_0001), None);
     }

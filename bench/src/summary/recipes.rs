@@ -59,15 +59,17 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         let _ = writeln!(
             s,
             "\n### Semaphore: {} leases, {n} contenders (a session each), each keeping its lease {} ms\n\n\
-             zk-recipes' `InterProcessSemaphore`, Curator's `InterProcessSemaphoreV2`, kazoo's `Semaphore`. \
-             Violations: acquisitions while {} others held a lease, from the holds' timestamps (must be 0).\n",
+             zk-recipes' `InterProcessSemaphore`, Curator's `InterProcessSemaphoreV2`, kazoo's \
+             `Semaphore`. Violations: acquisitions while {} others held a lease, from the holds' \
+             timestamps (must be 0).\n",
             plan.sem_leases,
             sem.hold().as_millis(),
             plan.sem_leases
         );
         let _ = writeln!(
             s,
-            "| peer | releases/s | packets per release | bytes per release | client CPU µs per release | most holders at once | violations |"
+            "| peer | releases/s | packets per release | bytes per release | client CPU µs per release \
+             | most holders at once | violations |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|");
         for p in groups.peers_of(sem.scenario()) {
@@ -87,7 +89,8 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(
             s,
-            "| peer | reads | operations/s | packets per operation | bytes per operation | client CPU µs per operation | most holders at once | violations |"
+            "| peer | reads | operations/s | packets per operation | bytes per operation \
+             | client CPU µs per operation | most holders at once | violations |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|");
         for &mix in &mixes {
@@ -117,7 +120,8 @@ pub fn recipes(s: &mut String, groups: &Groups, plan: &Plan) {
         );
         let _ = writeln!(
             s,
-            "| peer | recipe | handovers/s | handover p50 µs | handover p99 µs | packets per handover | bytes per handover | client CPU µs per handover | violations |"
+            "| peer | recipe | handovers/s | handover p50 µs | handover p99 µs | packets per handover \
+             | bytes per handover | client CPU µs per handover | violations |"
         );
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
         for &e in &elections {
