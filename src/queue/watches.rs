@@ -40,7 +40,7 @@ impl Queue {
         // before the node's deletion, or before the answer that finds the node gone.
         let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(*name)).map(|name| {
             let path = crate::markers::tombstone_of(&self.root.child(name));
-            (name, sender.watch_tomb(&path))
+            (name, Box::pin(sender.watch_tomb(&path)))
         });
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
@@ -50,11 +50,12 @@ impl Queue {
             .map(|(name, path)| (!armed.contains_key(name)).then(|| sender.watch_ahead(path)))
             .collect();
         // The head's participant id, for a report: read behind the watches.
-        let head = report.as_ref().map(|(_, _, head)| sender.read(&self.root.child(head)));
+        let head = report.as_ref().map(|(_, _, head)| Box::pin(sender.read(&self.root.child(head))));
         if let Some((name, request)) = tomb {
             arm_tomb(tombs, name, request.await);
         }
-        let changed = match arm_watches(requests, (names, &paths), seen, armed, entry.czxid()).await? {
+        let arming = arm_watches(requests, (names, &paths), seen, armed, entry.czxid());
+        let changed = match Box::pin(arming).await? {
             Ok(changed) => changed,
             Err(woke) => return Ok(woke),
         };
@@ -210,7 +211,7 @@ pub(super) async fn while_ours_stands<F: std::future::Future>(
             event = entry.own_event() => match event {
                 OwnEvent::Deleted => return Err(entry.gone()),
                 OwnEvent::Session(state) => return Err(session_error(state)),
-                OwnEvent::Changed => entry.watch_self().await?,
+                OwnEvent::Changed => Box::pin(entry.watch_self()).await?,
             },
             out = &mut fut => return Ok(out),
         }
