@@ -184,8 +184,51 @@ pub(super) fn tomb_fired(tombs: &mut Armed, name: &str) -> bool {
 pub(super) type ArmedWatch =
     std::pin::Pin<Box<dyn std::future::Future<Output = zookeeper_client::WatchedEvent> + Send>>;
 
-/// A waiter's watches still to fire, by node name.
-pub(super) type Armed = std::collections::HashMap<String, ArmedWatch>;
+/// A waiter's watches still to fire, by node name: a few (the node it waits on, the one ahead
+/// of it, a lock delay's holders), kept in a list, not a map: a waiter keeps them for as long
+/// as it waits, and a map's table costs several times a list's room for one or two (memory
+/// per queued waiter, `tests/memory.rs`).
+#[derive(Default)]
+pub(super) struct Armed(Vec<(String, ArmedWatch)>);
+
+impl Armed {
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| n == name)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut ArmedWatch> {
+        self.0.iter_mut().find(|(n, _)| n == name).map(|(_, watch)| watch)
+    }
+
+    /// Keeps `watch` for `name`, in place of the one kept for it, if any.
+    pub fn insert(&mut self, name: String, watch: ArmedWatch) {
+        match self.get_mut(&name) {
+            Some(kept) => *kept = watch,
+            None => {
+                // Room for one more, not the four a first push makes room for.
+                self.0.reserve_exact(1);
+                self.0.push((name, watch));
+            }
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<ArmedWatch> {
+        let at = self.0.iter().position(|(n, _)| n == name)?;
+        Some(self.0.swap_remove(at).1)
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut ArmedWatch) -> bool) {
+        self.0.retain_mut(|(name, watch)| keep(name, watch));
+    }
+
+    pub fn drain(&mut self) -> impl Iterator<Item = (String, ArmedWatch)> + '_ {
+        self.0.drain(..)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 /// Why a waiter woke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
