@@ -38,7 +38,7 @@ impl Queue {
         tombs.retain(|name, _| Some(name.as_str()) == watching.tomb_for);
         // The tombstone's exists watch goes first: its creation, if it comes, is then reported
         // before the node's deletion, or before the answer that finds the node gone.
-        let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(*name)).map(|name| {
+        let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(name)).map(|name| {
             let path = crate::markers::tombstone_of(&self.root.child(name));
             (name, Box::pin(sender.watch_tomb(&path)))
         });
