@@ -348,14 +348,14 @@ impl LockCore {
         // hold has one when it is admitted (`session/demand.rs`).
         let _asking = session.asking();
         let turn = match (&self.turn, request.take_turn) {
-            (Some(turn), true) => match take_turn(turn, wait, deadline, session).await? {
+            (Some(turn), true) => match Box::pin(take_turn(turn, wait, deadline, session)).await? {
                 Some(taken) => Some(taken),
                 None => return Ok(None),
             },
             _ => None,
         };
         loop {
-            let Some(conn) = by_deadline(deadline, self.queue.conn()).await else {
+            let Some(conn) = by_deadline(deadline, Box::pin(self.queue.conn())).await else {
                 return self.gave_up(wait);
             };
             let conn = conn?;
@@ -365,7 +365,7 @@ impl LockCore {
                     // Admitted: the hold is handed out once its window is proven (at once on a
                     // session that was asked for it recently; dropped meanwhile, the entry's
                     // node is deleted as after any cancelled acquire).
-                    session.window_ready(conn.generation, deadline).await;
+                    Box::pin(session.window_ready(conn.generation, deadline)).await;
                     return Ok(Some(self.hold(entry, turn)));
                 }
                 Ok(Err(Missed::NotFree)) => return Ok(None),

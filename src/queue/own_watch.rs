@@ -49,20 +49,22 @@ fn watch_own_node(sender: Sender<'_>, path: &str) -> (PendingEvent, OwnCheck) {
     // Taken before the request goes out: any change of the connection after it shows.
     let check = OwnCheck { armed: Arc::default(), state: sender.state() };
     let armed = check.armed.clone();
-    let answer = sender.own_data_watch(path);
+    // The request's future boxed apart, and the answer's data let go before the wait: this
+    // future lives as long as our node, and a waiter keeps it for as long as it waits (memory
+    // per queued waiter, `tests/memory.rs`), so it keeps room only for the watch.
+    let answer = Box::pin(sender.own_data_watch(path));
     let mut event: PendingEvent = Box::pin(async move {
-        match answer.await {
-            Ok((data, _, watcher)) if data != crate::markers::REVOKE => {
-                armed.store(true, std::sync::atomic::Ordering::SeqCst);
-                watcher.changed().await.into()
-            }
-            Ok(_) => OwnEvent::Changed,
-            Err(ZkError::NoNode) => OwnEvent::Deleted,
+        let watcher = match answer.await {
+            Ok((data, _, watcher)) if data != crate::markers::REVOKE => watcher,
+            Ok(_) => return OwnEvent::Changed,
+            Err(ZkError::NoNode) => return OwnEvent::Deleted,
             Err(ZkError::SessionExpired | ZkError::ClientClosed | ZkError::SessionMoved) => {
-                OwnEvent::Session(zookeeper_client::SessionState::Expired)
+                return OwnEvent::Session(zookeeper_client::SessionState::Expired);
             }
-            Err(_) => OwnEvent::Changed,
-        }
+            Err(_) => return OwnEvent::Changed,
+        };
+        armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        watcher.changed().await.into()
     });
     let event = match poll_now(event.as_mut()) {
         // Only a client that is closed already answers at once.

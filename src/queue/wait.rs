@@ -40,8 +40,8 @@ impl Queue {
             if decision == Decision::Proceed {
                 tracing::debug!(position = me, "admitted");
                 self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-                self.hold_back(entry, progress).await?;
-                return self.admitted(entry, rule, &queue, me).await;
+                Box::pin(self.hold_back(entry, progress)).await?;
+                return Box::pin(self.admitted(entry, rule, &queue, me)).await;
             }
             let mut round = self.plan_wait(rule, &queue, me, decision, progress);
             // A waiter keeps only what it watches: with many waiters in one process, each
@@ -51,8 +51,8 @@ impl Queue {
             drop(std::mem::take(&mut children));
             entry.watch_own_for_wait(round.enters_on_deletion());
             if self.watches_children(decision) {
-                children =
-                    self.watch_children(entry, &mut kept.listed, round.report.take(), progress).await?;
+                let listing = self.watch_children(entry, &mut kept.listed, round.report.take(), progress);
+                children = Box::pin(listing).await?;
                 continue;
             }
             let watching = Watching { names: &round.watched, tomb_for: round.tomb_for.as_deref() };
@@ -66,10 +66,10 @@ impl Queue {
                     progress,
                 )
                 .await?;
-            if self.enter_behind_head(entry, &round, woke, &mut kept, progress).await? {
+            if Box::pin(self.enter_behind_head(entry, &round, woke, &mut kept, progress)).await? {
                 return Ok(());
             }
-            children = self.list_on(entry.conn()).await?;
+            children = Box::pin(self.list_on(entry.conn())).await?;
             if let Some(delay) = self.lock_delay {
                 self.account_departures(entry, &round, woke, (&children, &mut kept.armed), delay, progress);
             }

@@ -38,9 +38,9 @@ impl Queue {
         tombs.retain(|name, _| Some(name.as_str()) == watching.tomb_for);
         // The tombstone's exists watch goes first: its creation, if it comes, is then reported
         // before the node's deletion, or before the answer that finds the node gone.
-        let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(*name)).map(|name| {
+        let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(name)).map(|name| {
             let path = crate::markers::tombstone_of(&self.root.child(name));
-            (name, sender.watch_tomb(&path))
+            (name, Box::pin(sender.watch_tomb(&path)))
         });
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
@@ -50,11 +50,12 @@ impl Queue {
             .map(|(name, path)| (!armed.contains_key(name)).then(|| sender.watch_ahead(path)))
             .collect();
         // The head's participant id, for a report: read behind the watches.
-        let head = report.as_ref().map(|(_, _, head)| sender.read(&self.root.child(head)));
+        let head = report.as_ref().map(|(_, _, head)| Box::pin(sender.read(&self.root.child(head))));
         if let Some((name, request)) = tomb {
             arm_tomb(tombs, name, request.await);
         }
-        let changed = match arm_watches(requests, (names, &paths), seen, armed, entry.czxid()).await? {
+        let arming = arm_watches(requests, (names, &paths), seen, armed, entry.czxid());
+        let changed = match Box::pin(arming).await? {
             Ok(changed) => changed,
             Err(woke) => return Ok(woke),
         };
@@ -183,8 +184,51 @@ pub(super) fn tomb_fired(tombs: &mut Armed, name: &str) -> bool {
 pub(super) type ArmedWatch =
     std::pin::Pin<Box<dyn std::future::Future<Output = zookeeper_client::WatchedEvent> + Send>>;
 
-/// A waiter's watches still to fire, by node name.
-pub(super) type Armed = std::collections::HashMap<String, ArmedWatch>;
+/// A waiter's watches still to fire, by node name: a few (the node it waits on, the one ahead
+/// of it, a lock delay's holders), kept in a list, not a map: a waiter keeps them for as long
+/// as it waits, and a map's table costs several times a list's room for one or two (memory
+/// per queued waiter, `tests/memory.rs`).
+#[derive(Default)]
+pub(super) struct Armed(Vec<(String, ArmedWatch)>);
+
+impl Armed {
+    pub fn contains_key(&self, name: &str) -> bool {
+        self.0.iter().any(|(n, _)| n == name)
+    }
+
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut ArmedWatch> {
+        self.0.iter_mut().find(|(n, _)| n == name).map(|(_, watch)| watch)
+    }
+
+    /// Keeps `watch` for `name`, in place of the one kept for it, if any.
+    pub fn insert(&mut self, name: String, watch: ArmedWatch) {
+        match self.get_mut(&name) {
+            Some(kept) => *kept = watch,
+            None => {
+                // Room for one more, not the four a first push makes room for.
+                self.0.reserve_exact(1);
+                self.0.push((name, watch));
+            }
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<ArmedWatch> {
+        let at = self.0.iter().position(|(n, _)| n == name)?;
+        Some(self.0.swap_remove(at).1)
+    }
+
+    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut ArmedWatch) -> bool) {
+        self.0.retain_mut(|(name, watch)| keep(name, watch));
+    }
+
+    pub fn drain(&mut self) -> impl Iterator<Item = (String, ArmedWatch)> + '_ {
+        self.0.drain(..)
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
 
 /// Why a waiter woke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +254,7 @@ pub(super) async fn while_ours_stands<F: std::future::Future>(
             event = entry.own_event() => match event {
                 OwnEvent::Deleted => return Err(entry.gone()),
                 OwnEvent::Session(state) => return Err(session_error(state)),
-                OwnEvent::Changed => entry.watch_self().await?,
+                OwnEvent::Changed => Box::pin(entry.watch_self()).await?,
             },
             out = &mut fut => return Ok(out),
         }
