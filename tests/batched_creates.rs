@@ -1,0 +1,146 @@
+//! A session's concurrent joins send their creates together, in one `multi`, where the server
+//! answers each create's `Stat` (ZOOKEEPER-4026: 3.8.2+, 3.9); each node's `czxid` is still its
+//! guard's fencing token, and a create that fails the `multi` fails alone. On 3.8.0 every
+//! create goes alone, as before. Runs on the run's `ZK_VERSION` (3.9.3 by default; 3.8.0 too).
+
+mod common;
+
+use common::*;
+use zk_recipes::zookeeper_client::{Acls, CreateMode};
+use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockGuard, Session};
+use zk_testcluster::ZkVersion;
+
+const LOCKS: usize = 48;
+
+/// Whether the run's server answers a multi's creates with their `Stat`.
+fn batches() -> bool {
+    let (_, minor, patch) = ZkVersion::from_env().expect("ZK_VERSION").parts();
+    match minor {
+        7 | 8 => patch >= 2,
+        m => m > 8,
+    }
+}
+
+async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
+    zk.mntr(0).await.expect("mntr").packets()
+}
+
+/// Each guard's fencing token is its node's czxid, read by a raw client.
+async fn tokens_are_czxids(connect: &str, guards: &[LockGuard]) {
+    let raw = client(connect).await;
+    for guard in guards {
+        let stat = raw.check_stat(guard.node_path()).await.expect("stat").expect("our node exists");
+        assert_eq!(guard.fencing_token(), stat.czxid as u64, "{}", guard.node_path());
+    }
+}
+
+async fn acquire_all(mutexes: &[InterProcessMutex]) -> Vec<zk_recipes::Result<LockGuard>> {
+    let tasks: Vec<_> = mutexes
+        .iter()
+        .cloned()
+        .map(|m| tokio::spawn(async move { within("acquire", m.acquire()).await }))
+        .collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.expect("task"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_on_one_session_send_their_creates_together_where_the_server_allows() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let raw = client(&connect).await;
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/batch/l{i}");
+        create_persistent(&raw, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    // One by one: nothing is ever in flight beside a create.
+    let before = packets(&zk).await;
+    let mut guards = Vec::new();
+    for m in &mutexes {
+        guards.push(within("acquire", m.acquire()).await.unwrap());
+    }
+    let alone = packets(&zk).await - before;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    // All at once: the first time, the session probes its server (once per connection).
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    let before = packets(&zk).await;
+    let guards: Vec<LockGuard> = acquire_all(&mutexes).await.into_iter().map(|g| g.unwrap()).collect();
+    let together = packets(&zk).await - before;
+    tracing::info!(alone, together, "packets for {LOCKS} acquires");
+    // Each acquire of an idle lock needs at least its create and its listing: four packets
+    // with their replies, when every create goes alone.
+    let floor = 4 * LOCKS as i64;
+    if batches() {
+        assert!(together * 4 < floor * 3, "{together} packets together ({alone} one by one)");
+        assert!(together * 4 < alone * 3, "{together} packets together against {alone} one by one");
+    } else {
+        assert!(together >= floor, "{together} packets together: creates went out together");
+        assert!(together <= alone + 8, "{together} packets together against {alone} one by one");
+    }
+    tokens_are_czxids(&connect, &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_a_batch_fails_alone_and_the_others_acquire() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let raw = client(&connect).await;
+    let other = Session::connect_with(
+        &connect,
+        &ConnectOptions::new(std::time::Duration::from_secs(10)).auth("digest", b"other:secret"),
+    )
+    .await
+    .expect("connect");
+    raw.mkdir("/locks/acl", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.expect("mkdir");
+    let theirs = CreateMode::Persistent.with_acls(Acls::creator_all());
+    within("create", common::raw(&other).create("/locks/acl/theirs", b"", &theirs)).await.expect("create");
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/acl/l{i}");
+        create_persistent(&raw, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    // A first round lets the session learn what its server can do.
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    for round in 0..3 {
+        let mut all = mutexes.clone();
+        all.insert(LOCKS / 2 + round, InterProcessMutex::new(&s, "/locks/acl/theirs").unwrap());
+        let mut guards = Vec::new();
+        for (i, g) in acquire_all(&all).await.into_iter().enumerate() {
+            match g {
+                Ok(g) => guards.push(g),
+                Err(Error::NoAuth { path, .. }) if i == LOCKS / 2 + round => {
+                    assert!(path.starts_with("/locks/acl/theirs"), "{path}")
+                }
+                Err(e) => panic!("acquire {i}: {e}"),
+            }
+        }
+        assert_eq!(guards.len(), LOCKS, "every other acquire holds");
+        tokens_are_czxids(&connect, &guards).await;
+        for g in guards {
+            g.release().await.unwrap();
+        }
+    }
+    assert!(children(&common::raw(&other), "/locks/acl/theirs").await.is_empty());
+    s.close().await;
+    other.close().await;
+}
