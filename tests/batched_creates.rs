@@ -144,3 +144,61 @@ async fn a_create_that_fails_a_batch_fails_alone_and_the_others_acquire() {
     s.close().await;
     other.close().await;
 }
+
+/// Acquires dropped at random points while their creates wait for a batch, or ride in one,
+/// leave no node behind: a create still queued is never sent, and one sent is found and
+/// deleted by the dropped acquire's cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquires_whose_creates_wait_for_a_batch_leave_no_node() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/dropped/l{i}");
+        create_persistent(&admin, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    let seed = seed();
+    eprintln!("cancellation seed: {seed} (replay with ZK_TEST_SEED={seed})");
+    let (mut acquired, mut dropped) = (0, 0);
+    for round in 0..6u64 {
+        let tasks: Vec<_> = mutexes
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut rng = Rng(seed ^ (round << 32) ^ i as u64);
+                tokio::spawn(async move { drop_randomly(&mut rng, || m.acquire()).await.map(|g| g.unwrap()) })
+            })
+            .collect();
+        for task in tasks {
+            match task.await.expect("task") {
+                Some(guard) => {
+                    acquired += 1;
+                    drop(guard);
+                }
+                None => dropped += 1,
+            }
+        }
+    }
+    for m in &mutexes {
+        within("cleanup", m.settled()).await;
+    }
+    eprintln!("acquired {acquired}, dropped {dropped}");
+    assert!(dropped > 20, "too few drops exercised: {dropped}");
+    let owner = common::raw(&s).session_id().0;
+    for i in 0..LOCKS {
+        let path = format!("/locks/dropped/l{i}");
+        assert!(nodes_owned_by(&admin, &path, owner).await.is_empty(), "a node left under {path}");
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    s.close().await;
+}

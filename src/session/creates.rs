@@ -13,7 +13,8 @@
 //! at all ([`super::ServerFeatures`]: not ZooKeeper 3.8.0, nor a 3.8.0 follower of a 3.9
 //! leader, which skips such a transaction; see docs/compatibility.md). That is learned by the
 //! session's probe: run once per connection, on the session's task, the first time a create
-//! finds another in flight (under that create's parent); until it is known, every create is
+//! that found another in flight is answered (under that create's parent, which exists then);
+//! until it is known, every create is
 //! sent at once, as on 3.8.0. Should a `multi` still answer a create without its `Stat` (the
 //! connection moved to an older server since), that node's `Stat` is read back.
 //!
@@ -116,9 +117,9 @@ impl Creates {
             }
             (now, probe)
         };
-        if probe {
-            self.probe(path);
-        }
+        // Probed once this create is in: its parent exists then (a fresh lock path's may not
+        // before).
+        let probe = probe.then(|| (self.clone(), path.to_string()));
         if now {
             let mut sent = create(&self.client, path.to_string(), data.to_vec(), acls.to_vec());
             // The first poll sends it, now.
@@ -131,6 +132,12 @@ impl Creates {
                         None => sent.await,
                     };
                     drop(slot);
+                    if let Some((creates, path)) = probe {
+                        match answer {
+                            Ok(_) => creates.probe(&path),
+                            Err(_) => lock(&creates.state).probing = false,
+                        }
+                    }
                     answer
                 }),
                 true,
