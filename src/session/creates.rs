@@ -117,31 +117,12 @@ impl Creates {
             }
             (now, probe)
         };
-        // Probed once this create is in: its parent exists then (a fresh lock path's may not
-        // before).
-        let probe = probe.then(|| (self.clone(), path.to_string()));
         if now {
-            let mut sent = create(&self.client, path.to_string(), data.to_vec(), acls.to_vec());
-            // The first poll sends it, now.
-            let now = crate::util::poll_now(sent.as_mut());
-            let slot = Slot(self.clone());
-            return (
-                Box::pin(async move {
-                    let answer = match now {
-                        Some(answer) => answer,
-                        None => sent.await,
-                    };
-                    drop(slot);
-                    if let Some((creates, path)) = probe {
-                        match answer {
-                            Ok(_) => creates.probe(&path),
-                            Err(_) => lock(&creates.state).probing = false,
-                        }
-                    }
-                    answer
-                }),
-                true,
-            );
+            // Probed once this create is in: its parent exists then (a fresh lock path's may not
+            // before).
+            let probe =
+                probe.then(|| ProbeAfter { creates: self.clone(), path: path.to_string(), started: false });
+            return (self.send_now(path, data, acls, probe), true);
         }
         let (tx, rx) = oneshot::channel();
         let id = {
@@ -163,6 +144,31 @@ impl Creates {
             }),
             sent,
         )
+    }
+
+    /// Sends the create now, holding a slot until its answer; then probes, if asked.
+    fn send_now(
+        self: &Arc<Self>,
+        path: &str,
+        data: &[u8],
+        acls: &[Acl],
+        probe: Option<ProbeAfter>,
+    ) -> CreateFuture {
+        let mut sent = create(&self.client, path.to_string(), data.to_vec(), acls.to_vec());
+        // The first poll sends it, now.
+        let now = crate::util::poll_now(sent.as_mut());
+        let slot = Slot(self.clone());
+        Box::pin(async move {
+            let answer = match now {
+                Some(answer) => answer,
+                None => sent.await,
+            };
+            drop(slot);
+            if let (Some(probe), Ok(_)) = (probe, &answer) {
+                probe.start();
+            }
+            answer
+        })
     }
 
     /// Learns, on the session's task, whether the server answers a `multi`'s creates with
@@ -316,6 +322,29 @@ fn sequence_of(asked: &str, made: &str) -> Result<i64, ZkError> {
     name.strip_prefix(prefix)
         .and_then(|digits| digits.parse::<i64>().ok())
         .ok_or_else(|| ZkError::UnexpectedError(format!("created {made:?} for {asked:?}")))
+}
+
+/// A probe to start once a create is in (under its parent); dropped unstarted (the create
+/// failed, or its caller was dropped), it lets a later create ask for one.
+struct ProbeAfter {
+    creates: Arc<Creates>,
+    path: String,
+    started: bool,
+}
+
+impl ProbeAfter {
+    fn start(mut self) {
+        self.started = true;
+        self.creates.probe(&self.path);
+    }
+}
+
+impl Drop for ProbeAfter {
+    fn drop(&mut self) {
+        if !self.started {
+            lock(&self.creates.state).probing = false;
+        }
+    }
 }
 
 /// A queued create's caller: dropped, it takes its create out of the queue if it still waits.
