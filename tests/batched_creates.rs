@@ -202,3 +202,62 @@ async fn dropped_acquires_whose_creates_wait_for_a_batch_leave_no_node() {
     }
     s.close().await;
 }
+
+/// A connection lost while a `multi` of creates waits for its answer loses no node and makes
+/// none twice: the `multi` landed whole, and each waiter's recovery finds its own node by its
+/// protection prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_whose_reply_is_lost_is_recovered_node_by_node_not_duplicated() {
+    use std::time::Duration;
+    init_tracing();
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let mut mutexes = Vec::new();
+    let mut paths = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/lost/l{i}");
+        create_persistent(&admin, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+        paths.push(path);
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    eventually("the server probed", || async { s.known_server_features().is_some() }).await;
+    // Every reply held back: two creates go out alone, the rest together once one is answered.
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let acquiring = tokio::spawn({
+        let mutexes = mutexes.clone();
+        async move { acquire_all(&mutexes).await }
+    });
+    eventually("every create landed", || async {
+        let mut landed = 0;
+        for path in &paths {
+            landed += children(&admin, path).await.len();
+        }
+        landed == LOCKS
+    })
+    .await;
+    proxy.set_reply_latency(Duration::ZERO);
+    proxy.cut();
+    let guards: Vec<LockGuard> =
+        within("acquires after recovery", acquiring).await.unwrap().into_iter().map(|g| g.unwrap()).collect();
+    let recoveries: u64 = mutexes.iter().map(|m| m.stats().recoveries).sum();
+    assert!(recoveries >= 1, "the recovery path did not run");
+    if batches() {
+        assert!(recoveries as usize >= LOCKS - 2, "{recoveries} recoveries: the batch's waiters recover");
+    }
+    for (path, guard) in paths.iter().zip(&guards) {
+        let nodes = children(&admin, path).await;
+        assert_eq!(nodes.len(), 1, "{path}: {nodes:?}");
+        assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
+        assert_eq!(guard.session_generation(), 1, "the session did not survive the cut");
+    }
+    tokens_are_czxids(&zk.connect_string(), &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
