@@ -56,10 +56,11 @@ impl Queue {
                 self.session.shared().guesses.parent_missing.note(matches!(created, Err(ZkError::NoNode)));
             }
             match created {
-                Ok((stat, seq)) => {
+                Ok((stat, seq, resent)) => {
                     pending.disarm();
                     let entry = self.entry_created(conn, node_prefix, (stat.czxid, seq), data);
-                    let listing = match sent.listing_after {
+                    // A create sent again went out after the pipelined listing: list anew.
+                    let listing = match sent.listing_after || resent {
                         true => self.sender(conn).listing(&plan).map(Either::Left),
                         false => sent.listing.map(Either::Right),
                     };

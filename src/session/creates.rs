@@ -47,8 +47,10 @@ use super::driver::Job;
 use super::features::FeatureCache;
 use crate::util::lock;
 
-/// A create's answer: the node's `Stat` and its sequence number.
-pub(crate) type CreateFuture = Pin<Box<dyn Future<Output = Result<(Stat, i64), ZkError>> + Send>>;
+/// A create's answer: the node's `Stat`, its sequence number, and whether it was sent again
+/// after another create failed the `multi` it first went out in (a request sent after the
+/// first sending may then have been answered before the node existed).
+pub(crate) type CreateFuture = Pin<Box<dyn Future<Output = Result<(Stat, i64, bool), ZkError>> + Send>>;
 
 /// How many creates (plain, or `multi`s of them) one generation keeps in flight before the
 /// next ones wait to go out together.
@@ -60,7 +62,10 @@ const MOST: usize = 256;
 /// How many probes one generation tries before it keeps to plain creates.
 const PROBES: u8 = 3;
 
-type Answer = oneshot::Sender<Result<(Stat, i64), ZkError>>;
+/// A plain create's answer: the node's `Stat` and its sequence number.
+type PlainCreate = Pin<Box<dyn Future<Output = Result<(Stat, i64), ZkError>> + Send>>;
+
+type Answer = oneshot::Sender<Result<(Stat, i64, bool), ZkError>>;
 
 /// A create waiting to go out.
 struct Queued {
@@ -69,6 +74,8 @@ struct Queued {
     data: Vec<u8>,
     acls: Vec<Acl>,
     tx: Answer,
+    /// Sent again after another create failed its first `multi`.
+    resent: bool,
 }
 
 /// The batching of one generation's creates of EPHEMERAL_SEQUENTIAL queue nodes.
@@ -129,7 +136,14 @@ impl Creates {
             let mut state = lock(&self.state);
             state.next_id += 1;
             let id = state.next_id;
-            let queued = Queued { id, path: path.to_string(), data: data.to_vec(), acls: acls.to_vec(), tx };
+            let queued = Queued {
+                id,
+                path: path.to_string(),
+                data: data.to_vec(),
+                acls: acls.to_vec(),
+                tx,
+                resent: false,
+            };
             state.queued.push_back(queued);
             id
         };
@@ -167,7 +181,7 @@ impl Creates {
             if let (Some(probe), Ok(_)) = (probe, &answer) {
                 probe.start();
             }
-            answer
+            answer.map(|(stat, seq)| (stat, seq, false))
         })
     }
 
@@ -202,18 +216,19 @@ impl Creates {
         let most = state.queued.len().min(MOST);
         let batch: Vec<Queued> = state.queued.drain(..most).collect();
         let slot = Slot(self.clone());
+        let mut batch = batch;
         let job: Job = if batch.len() == 1 {
-            let Some(one) = batch.into_iter().next() else { return };
+            let one = batch.remove(0);
             let mut sent = create(&self.client, one.path, one.data, one.acls);
             // The first poll sends it, now, under the lock.
             let now = crate::util::poll_now(sent.as_mut());
-            let tx = one.tx;
+            let (tx, resent) = (one.tx, one.resent);
             Box::pin(async move {
                 let answer = match now {
                     Some(answer) => answer,
                     None => sent.await,
                 };
-                let _ = tx.send(answer);
+                let _ = tx.send(answer.map(|(stat, seq)| (stat, seq, resent)));
                 drop(slot);
             })
         } else {
@@ -261,7 +276,7 @@ impl Creates {
                             let seq = sequence_of(&q.path, &path);
                             // No `Stat` (the connection moved to an older server): read it.
                             let read = stat.is_invalid().then(|| client.check_stat(&path));
-                            reads.push((q.tx, stat, seq, read));
+                            reads.push((q.tx, stat, seq.map(|seq| (seq, q.resent)), read));
                         }
                         _ => drop(q.tx.send(Err(ZkError::ConnectionLoss))),
                     }
@@ -275,7 +290,7 @@ impl Creates {
                             Err(e) => Err(e),
                         },
                     };
-                    let _ = tx.send(stat.and_then(|stat| seq.map(|seq| (stat, seq))));
+                    let _ = tx.send(stat.and_then(|stat| seq.map(|(seq, resent)| (stat, seq, resent))));
                 }
             }
             Ok(_) => {
@@ -292,7 +307,7 @@ impl Creates {
                     if i == index {
                         let _ = q.tx.send(Err(source.clone()));
                     } else if !q.tx.is_closed() {
-                        state.queued.push_front(q);
+                        state.queued.push_front(Queued { resent: true, ..q });
                     }
                 }
             }
@@ -306,7 +321,7 @@ impl Creates {
 }
 
 /// The plain create of an EPHEMERAL_SEQUENTIAL node, sent at its first poll.
-fn create(client: &Arc<Client>, path: String, data: Vec<u8>, acls: Vec<Acl>) -> CreateFuture {
+fn create(client: &Arc<Client>, path: String, data: Vec<u8>, acls: Vec<Acl>) -> PlainCreate {
     let client = client.clone();
     Box::pin(async move {
         let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
