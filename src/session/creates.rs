@@ -109,11 +109,20 @@ impl Creates {
     /// and `acls`, or queues it for the next `multi` (see the module's docs). Returns its answer
     /// to come, and whether it was sent already (any request sent after this call is then
     /// ordered after it).
-    pub fn send(self: &Arc<Self>, path: &str, data: &[u8], acls: &[Acl]) -> (CreateFuture, bool) {
+    ///
+    /// `alone`: sent now whatever is in flight (a create pipelined behind its parent's, whose
+    /// round would otherwise wait for the batch).
+    pub fn send(
+        self: &Arc<Self>,
+        path: &str,
+        data: &[u8],
+        acls: &[Acl],
+        alone: bool,
+    ) -> (CreateFuture, bool) {
         let (now, probe) = {
             let mut state = lock(&self.state);
             let known = self.features.get().is_some();
-            let now = state.in_flight == 0 || !self.batching();
+            let now = alone || state.in_flight == 0 || !self.batching();
             let probe = !known && state.in_flight > 0 && !state.probing && state.probes < PROBES;
             if probe {
                 state.probing = true;

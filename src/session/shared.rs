@@ -355,14 +355,16 @@ impl Conn {
     /// Sends the create of our EPHEMERAL_SEQUENTIAL queue node at `path` (a name prefix), or
     /// queues it to go out with this generation's other creates in one `multi` where the
     /// server answers their `Stat`s (see `creates.rs`). Returns its answer to come, and whether
-    /// it was sent already: a request sent after it is then ordered after it.
+    /// it was sent already: a request sent after it is then ordered after it. `alone`: sent now
+    /// whatever is in flight.
     pub fn send_create(
         &self,
         path: &str,
         data: &[u8],
         acls: &[zookeeper_client::Acl],
+        alone: bool,
     ) -> (CreateFuture, bool) {
-        self.creates.send(path, data, acls)
+        self.creates.send(path, data, acls, alone)
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {
