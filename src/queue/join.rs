@@ -2,12 +2,13 @@
 
 use std::future::Future;
 
+use futures_util::future::Either;
 use zookeeper_client::Error as ZkError;
 
 use super::entry::{self, Entry, PendingCreate};
 use super::plan::{JoinInputs, JoinPlan, Listing, ParentCreate};
 use super::rule::{Admission, Decision};
-use super::sender::{Created, Listed, ZkResult};
+use super::sender::{Listed, ZkResult};
 use super::stats::Count;
 use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
@@ -55,10 +56,15 @@ impl Queue {
                 self.session.shared().guesses.parent_missing.note(matches!(created, Err(ZkError::NoNode)));
             }
             match created {
-                Ok((stat, seq)) => {
+                Ok((stat, seq, resent)) => {
                     pending.disarm();
-                    let entry = self.entry_created(conn, node_prefix, (stat.czxid, seq.into_i64()), data);
-                    return self.listed(conn, entry, &plan, sent.listing).await;
+                    let entry = self.entry_created(conn, node_prefix, (stat.czxid, seq), data);
+                    // A create sent again went out after the pipelined listing: list anew.
+                    let listing = match sent.listing_after || resent {
+                        true => self.sender(conn).listing(&plan).map(Either::Left),
+                        false => sent.listing.map(Either::Right),
+                    };
+                    return self.listed(conn, entry, &plan, listing).await;
                 }
                 Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
                     parent_races += 1;
@@ -104,9 +110,9 @@ impl Queue {
     ///
     /// # Errors
     /// The parent create's error when it was not a guess and ours cannot decide.
-    async fn parent_answer(
+    async fn parent_answer<T>(
         &self,
-        parent: Option<impl Future<Output = Created>>,
+        parent: Option<impl Future<Output = ZkResult<T>>>,
         plan: &JoinPlan,
     ) -> Result<bool> {
         let Some(parent) = parent else { return Ok(false) };

@@ -20,14 +20,11 @@ use zookeeper_client::{
 use super::plan::{JoinPlan, Listing, ParentCreate};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::session::{Conn, Departure};
+use crate::session::{Conn, CreateFuture, Departure};
 use crate::util::on_connection_loss;
 
 /// An answer from ZooKeeper.
 pub(super) type ZkResult<T> = std::result::Result<T, ZkError>;
-
-/// The answer to a create.
-pub(super) type Created = ZkResult<(Stat, CreateSequence)>;
 
 /// The requests of one queue (under `root`) on one connection.
 #[derive(Clone, Copy)]
@@ -42,6 +39,8 @@ pub(super) struct Sent<P, C, L> {
     pub parent: Option<P>,
     pub create: C,
     pub listing: Option<L>,
+    /// The plan's listing waits for our create's answer (see [`Sender::join_round`]).
+    pub listing_after: bool,
 }
 
 /// The answer to a join's listing: the children, the root's version when it was read, and the
@@ -60,7 +59,10 @@ impl<'a> Sender<'a> {
     }
 
     /// Sends a join's round as `plan` says, back to back: the parent's create (with `acls`),
-    /// ours (our node at `path` with `data`), and the listing.
+    /// ours (our node at `path` with `data`: sent now, or with the session's other creates in
+    /// one `multi`, `Conn::send_create`), and the listing. When our create waits for such a
+    /// `multi`, the listing is not sent (`listing_after`): [`Sender::listing`] sends it once our
+    /// create is answered, so that it shows our node.
     pub fn join_round(
         self,
         plan: &JoinPlan,
@@ -68,18 +70,26 @@ impl<'a> Sender<'a> {
         data: &[u8],
         acls: &'a [Acl],
     ) -> Sent<
-        impl Future<Output = Created> + 'a,
-        impl Future<Output = Created> + 'a,
+        impl Future<Output = ZkResult<(Stat, CreateSequence)>> + 'a,
+        CreateFuture,
         impl Future<Output = ZkResult<Listed>> + 'a,
     > {
         let (client, root) = (&self.conn.client, self.root.as_str());
         let parent =
             (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &parent_options(acls)));
-        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(acls));
-        let create = client.create(path, data, &options);
+        // Behind the parent's create, ours goes at once: waiting for a batch would cost the round
+        // a round trip (per-order locks: measured slower batched, docs/performance.md).
+        let (create, sent) = self.conn.send_create(path, data, acls, parent.is_some());
+        let listing = if sent { self.listing(plan) } else { None };
+        Sent { parent, create, listing, listing_after: !sent && plan.listing != Listing::After }
+    }
+
+    /// Sends the listing `plan` says (none for [`Listing::After`]).
+    pub fn listing(self, plan: &JoinPlan) -> Option<impl Future<Output = ZkResult<Listed>> + 'a> {
+        let (client, root) = (&self.conn.client, self.root.as_str());
         // Taken before the listing is sent (see `OwnCheck`).
         let state = (plan.listing == Listing::ChildWatch).then(|| client.state_watcher());
-        let listing = match plan.listing {
+        match plan.listing {
             Listing::After => None,
             Listing::Plain => {
                 let sent = client.list_children(root);
@@ -101,8 +111,7 @@ impl<'a> Sender<'a> {
                     Ok(Listed { children, root: Some((stat.czxid, stat.mzxid)), watch: None })
                 }))
             }
-        };
-        Sent { parent, create, listing }
+        }
     }
 
     /// Makes the root's missing parents one by one (CONTAINER nodes with `acls`), and the root

@@ -10,6 +10,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 use super::connect::server_addresses;
+use super::creates::{CreateFuture, Creates};
 use super::deletes::{DeleteFuture, Deletes, Drive};
 use super::demand::{Asking, Demand};
 use super::driver::{Driver, Job};
@@ -315,6 +316,8 @@ pub(crate) struct Conn {
     shared: Weak<Shared>,
     /// This generation's plain deletes, batched while others are in flight.
     deletes: Arc<Deletes>,
+    /// This generation's creates of queue nodes, batched where the server allows it.
+    creates: Arc<Creates>,
     /// What the server of the current connection can do, once probed (see `features.rs`).
     pub features: Arc<FeatureCache>,
 }
@@ -332,17 +335,36 @@ impl Conn {
     fn new(client: Client, features: FeatureCache, generation: u64, shared: &Arc<Shared>) -> Conn {
         let client = Arc::new(client);
         let weak_shared = Arc::downgrade(shared);
-        let weak = weak_shared.clone();
-        let drive: Drive = Box::new(move |job: Job| match weak.upgrade() {
-            // The session's task is started on the current runtime if needed.
-            Some(shared) if tokio::runtime::Handle::try_current().is_ok() => {
-                shared.driver.drive(job);
-                true
-            }
-            _ => false,
-        });
-        let deletes = Arc::new(Deletes::new(client.clone(), drive));
-        Conn { client, generation, shared: weak_shared, deletes, features: Arc::new(features) }
+        let drive = || -> Drive {
+            let weak = weak_shared.clone();
+            Box::new(move |job: Job| match weak.upgrade() {
+                // The session's task is started on the current runtime if needed.
+                Some(shared) if tokio::runtime::Handle::try_current().is_ok() => {
+                    shared.driver.drive(job);
+                    true
+                }
+                _ => false,
+            })
+        };
+        let features = Arc::new(features);
+        let deletes = Arc::new(Deletes::new(client.clone(), drive()));
+        let creates = Arc::new(Creates::new(client.clone(), features.clone(), drive()));
+        Conn { client, generation, shared: weak_shared, deletes, creates, features }
+    }
+
+    /// Sends the create of our EPHEMERAL_SEQUENTIAL queue node at `path` (a name prefix), or
+    /// queues it to go out with this generation's other creates in one `multi` where the
+    /// server answers their `Stat`s (see `creates.rs`). Returns its answer to come, and whether
+    /// it was sent already: a request sent after it is then ordered after it. `alone`: sent now
+    /// whatever is in flight.
+    pub fn send_create(
+        &self,
+        path: &str,
+        data: &[u8],
+        acls: &[zookeeper_client::Acl],
+        alone: bool,
+    ) -> (CreateFuture, bool) {
+        self.creates.send(path, data, acls, alone)
     }
 
     fn shared(&self) -> Option<Arc<Shared>> {

@@ -1,0 +1,406 @@
+//! One session generation's creates of our queue nodes, batched while others are in flight,
+//! where the server answers a create inside a `multi` with its `Stat` (ZOOKEEPER-4026).
+//!
+//! As with deletes (`deletes.rs`), the server's work is per request, not per operation: when
+//! many tasks of one session join queues at once (many locks, per-order locks), their creates
+//! go out together. A create is sent at once while fewer than [`WINDOW`] creates of the
+//! generation are in flight, and otherwise waits for one of them to be answered, then goes out
+//! with every other that waited (up to [`MOST`]) in one `multi`. A lone join (nothing in
+//! flight) sends its create at once, as a plain create, exactly as without batching.
+//!
+//! A node's `czxid` is its holder's fencing token, so creates are batched only where the
+//! connection's server answers each create of a `multi` with its `Stat` and applies the `multi`
+//! at all ([`super::ServerFeatures`]: not ZooKeeper 3.8.0, nor a 3.8.0 follower of a 3.9
+//! leader, which skips such a transaction; see docs/compatibility.md). That is learned by the
+//! session's probe: run once per connection, on the session's task, the first time a create
+//! that found another in flight is answered (under that create's parent, which exists then);
+//! until it is known, every create is
+//! sent at once, as on 3.8.0. Should a `multi` still answer a create without its `Stat` (the
+//! connection moved to an older server since), that node's `Stat` is read back.
+//!
+//! Invariants:
+//! * Every create handed in is sent once per attempt, and its answer is its own: a `multi` is
+//!   atomic, so when one of its creates fails (a missing parent, `NoAuth`), the others did not
+//!   happen; the failed one gets its error, and the others wait again, first in line. A
+//!   connection loss (or a `multi` answered with no results) answers every create of the batch
+//!   with `ConnectionLoss`: each caller's recovery then finds its node by its protection prefix,
+//!   as after a plain create's loss (the `multi` landed whole or not at all).
+//! * A create whose caller's future is dropped while it still waits is taken out of the queue,
+//!   never sent; once sent, it was sent before the drop returned (batches are sent under the
+//!   queue's lock), so the caller's cleanup (`PendingCreate`: its listing) comes after it.
+//! * The queue always drains: a create stays queued only while [`WINDOW`] are in flight, and
+//!   every queued one and every `multi` is answered on the session's task, whose answer sends
+//!   what waits.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+use zookeeper_client::{
+    Acl, Acls, Client, CreateMode, Error as ZkError, MultiWriteError, MultiWriteResult, Stat,
+};
+
+use super::deletes::Drive;
+use super::driver::Job;
+use super::features::FeatureCache;
+use crate::util::lock;
+
+/// A create's answer: the node's `Stat`, its sequence number, and whether it was sent again
+/// after another create failed the `multi` it first went out in (a request sent after the
+/// first sending may then have been answered before the node existed).
+pub(crate) type CreateFuture = Pin<Box<dyn Future<Output = Result<(Stat, i64, bool), ZkError>> + Send>>;
+
+/// How many creates (plain, or `multi`s of them) one generation keeps in flight before the
+/// next ones wait to go out together.
+const WINDOW: usize = 2;
+
+/// The most creates in one `multi` (far below the server's `jute.maxbuffer`).
+const MOST: usize = 256;
+
+/// How many probes one generation tries before it keeps to plain creates.
+const PROBES: u8 = 3;
+
+/// A plain create's answer: the node's `Stat` and its sequence number.
+type PlainCreate = Pin<Box<dyn Future<Output = Result<(Stat, i64), ZkError>> + Send>>;
+
+type Answer = oneshot::Sender<Result<(Stat, i64, bool), ZkError>>;
+
+/// A create waiting to go out.
+struct Queued {
+    id: u64,
+    path: String,
+    data: Vec<u8>,
+    acls: Vec<Acl>,
+    tx: Answer,
+    /// Sent again after another create failed its first `multi`.
+    resent: bool,
+}
+
+/// The batching of one generation's creates of EPHEMERAL_SEQUENTIAL queue nodes.
+pub(crate) struct Creates {
+    client: Arc<Client>,
+    features: Arc<FeatureCache>,
+    drive: Drive,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    in_flight: usize,
+    queued: VecDeque<Queued>,
+    next_id: u64,
+    probing: bool,
+    probes: u8,
+}
+
+impl Creates {
+    pub fn new(client: Arc<Client>, features: Arc<FeatureCache>, drive: Drive) -> Creates {
+        Creates { client, features, drive, state: Mutex::default() }
+    }
+
+    /// Whether creates may go out together on the current connection.
+    fn batching(&self) -> bool {
+        self.features.get().is_some_and(|f| f.multi_create_stat && f.multi_create_applied)
+    }
+
+    /// Sends the create of our EPHEMERAL_SEQUENTIAL node at `path` (a name prefix) with `data`
+    /// and `acls`, or queues it for the next `multi` (see the module's docs). Returns its answer
+    /// to come, and whether it was sent already (any request sent after this call is then
+    /// ordered after it).
+    ///
+    /// `alone`: sent now whatever is in flight (a create pipelined behind its parent's, whose
+    /// round would otherwise wait for the batch).
+    pub fn send(
+        self: &Arc<Self>,
+        path: &str,
+        data: &[u8],
+        acls: &[Acl],
+        alone: bool,
+    ) -> (CreateFuture, bool) {
+        let (now, probe) = {
+            let mut state = lock(&self.state);
+            let known = self.features.get().is_some();
+            let now = alone || state.in_flight == 0 || !self.batching();
+            let probe = !known && state.in_flight > 0 && !state.probing && state.probes < PROBES;
+            if probe {
+                state.probing = true;
+                state.probes += 1;
+            }
+            if now {
+                state.in_flight += 1;
+            }
+            (now, probe)
+        };
+        if now {
+            // Probed once this create is in: its parent exists then (a fresh lock path's may not
+            // before).
+            let probe =
+                probe.then(|| ProbeAfter { creates: self.clone(), path: path.to_string(), started: false });
+            return (self.send_now(path, data, acls, probe), true);
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut state = lock(&self.state);
+            state.next_id += 1;
+            let id = state.next_id;
+            let queued = Queued {
+                id,
+                path: path.to_string(),
+                data: data.to_vec(),
+                acls: acls.to_vec(),
+                tx,
+                resent: false,
+            };
+            state.queued.push_back(queued);
+            id
+        };
+        self.flush();
+        let sent = !lock(&self.state).queued.iter().any(|q| q.id == id);
+        let waiting = Waiting { creates: self.clone(), id };
+        (
+            Box::pin(async move {
+                let answer = rx.await.unwrap_or(Err(ZkError::ConnectionLoss));
+                drop(waiting);
+                answer
+            }),
+            sent,
+        )
+    }
+
+    /// Sends the create now, holding a slot until its answer; then probes, if asked.
+    fn send_now(
+        self: &Arc<Self>,
+        path: &str,
+        data: &[u8],
+        acls: &[Acl],
+        probe: Option<ProbeAfter>,
+    ) -> CreateFuture {
+        let mut sent = create(&self.client, path.to_string(), data.to_vec(), acls.to_vec());
+        // The first poll sends it, now.
+        let now = crate::util::poll_now(sent.as_mut());
+        let slot = Slot(self.clone());
+        Box::pin(async move {
+            let answer = match now {
+                Some(answer) => answer,
+                None => sent.await,
+            };
+            drop(slot);
+            if let (Some(probe), Ok(_)) = (probe, &answer) {
+                probe.start();
+            }
+            answer.map(|(stat, seq)| (stat, seq, false))
+        })
+    }
+
+    /// Learns, on the session's task, whether the server answers a `multi`'s creates with
+    /// their `Stat`, by the session's probe under the parent of `path`.
+    fn probe(self: &Arc<Self>, path: &str) {
+        let parent = match path.rsplit_once('/') {
+            Some(("", _)) | None => "/".to_string(),
+            Some((parent, _)) => parent.to_string(),
+        };
+        let this = self.clone();
+        let job: Job = Box::pin(async move {
+            if let Err(e) = this.features.learn(&this.client, &parent).await {
+                tracing::debug!(error = %e, "probing the server for batched creates failed");
+            }
+            lock(&this.state).probing = false;
+            this.flush();
+        });
+        if !(self.drive)(job) {
+            lock(&self.state).probing = false;
+        }
+    }
+
+    /// Sends what waits, if a slot is free: one create alone, or up to [`MOST`] in one `multi`,
+    /// sent under the queue's lock (see the module's invariants).
+    fn flush(self: &Arc<Self>) {
+        let mut state = lock(&self.state);
+        if state.queued.is_empty() || state.in_flight >= WINDOW {
+            return;
+        }
+        state.in_flight += 1;
+        let most = state.queued.len().min(MOST);
+        let batch: Vec<Queued> = state.queued.drain(..most).collect();
+        let slot = Slot(self.clone());
+        let mut batch = batch;
+        let job: Job = if batch.len() == 1 {
+            let one = batch.remove(0);
+            let mut sent = create(&self.client, one.path, one.data, one.acls);
+            // The first poll sends it, now, under the lock.
+            let now = crate::util::poll_now(sent.as_mut());
+            let (tx, resent) = (one.tx, one.resent);
+            Box::pin(async move {
+                let answer = match now {
+                    Some(answer) => answer,
+                    None => sent.await,
+                };
+                let _ = tx.send(answer.map(|(stat, seq)| (stat, seq, resent)));
+                drop(slot);
+            })
+        } else {
+            let client = self.client.clone();
+            // Copied: a create that waits again after another's failure is sent again.
+            let ops: Vec<(String, Vec<u8>, Vec<Acl>)> =
+                batch.iter().map(|q| (q.path.clone(), q.data.clone(), q.acls.clone())).collect();
+            let mut sent = Box::pin(async move {
+                let mut writer = client.new_multi_writer();
+                for (path, data, acls) in &ops {
+                    let options = CreateMode::EphemeralSequential.with_acls(Acls::new(acls));
+                    writer.add_create(path, data, &options)?;
+                }
+                writer.commit().await
+            });
+            // The first poll builds the request and sends it, now, under the lock.
+            let now = crate::util::poll_now(sent.as_mut());
+            let client = self.client.clone();
+            Box::pin(async move {
+                let answer = match now {
+                    Some(answer) => answer,
+                    None => sent.await,
+                };
+                slot.0.answer(&client, batch, answer).await;
+                drop(slot);
+            })
+        };
+        drop(state);
+        (self.drive)(job);
+    }
+
+    /// Hands a `multi`'s answer to its creates (see the module's invariants).
+    async fn answer(
+        &self,
+        client: &Client,
+        batch: Vec<Queued>,
+        answer: Result<Vec<MultiWriteResult>, MultiWriteError>,
+    ) {
+        match answer {
+            Ok(results) if results.len() == batch.len() => {
+                let mut reads = Vec::new();
+                for (q, result) in batch.into_iter().zip(results) {
+                    match result {
+                        MultiWriteResult::Create { path, stat } => {
+                            let seq = sequence_of(&q.path, &path);
+                            // No `Stat` (the connection moved to an older server): read it.
+                            let read = stat.is_invalid().then(|| client.check_stat(&path));
+                            reads.push((q.tx, stat, seq.map(|seq| (seq, q.resent)), read));
+                        }
+                        _ => drop(q.tx.send(Err(ZkError::ConnectionLoss))),
+                    }
+                }
+                for (tx, stat, seq, read) in reads {
+                    let stat = match read {
+                        None => Ok(stat),
+                        Some(read) => match read.await {
+                            Ok(Some(stat)) => Ok(stat),
+                            Ok(None) => Err(ZkError::ConnectionLoss),
+                            Err(e) => Err(e),
+                        },
+                    };
+                    let _ = tx.send(stat.and_then(|stat| seq.map(|(seq, resent)| (stat, seq, resent))));
+                }
+            }
+            Ok(_) => {
+                tracing::warn!(
+                    "a multi of creates was answered without its results: an older follower of a \
+                     newer leader (see docs/compatibility.md); each create recovers its node"
+                );
+                batch.into_iter().for_each(|q| drop(q.tx.send(Err(ZkError::ConnectionLoss))));
+            }
+            Err(MultiWriteError::OperationFailed { index, source }) if index < batch.len() => {
+                tracing::debug!(index, error = %source, "a create failed its multi; the others go again");
+                let mut state = lock(&self.state);
+                for (i, q) in batch.into_iter().enumerate().rev() {
+                    if i == index {
+                        let _ = q.tx.send(Err(source.clone()));
+                    } else if !q.tx.is_closed() {
+                        state.queued.push_front(Queued { resent: true, ..q });
+                    }
+                }
+            }
+            Err(
+                MultiWriteError::RequestFailed { source } | MultiWriteError::OperationFailed { source, .. },
+            ) => {
+                batch.into_iter().for_each(|q| drop(q.tx.send(Err(source.clone()))));
+            }
+        }
+    }
+}
+
+/// The plain create of an EPHEMERAL_SEQUENTIAL node, sent at its first poll.
+fn create(client: &Arc<Client>, path: String, data: Vec<u8>, acls: Vec<Acl>) -> PlainCreate {
+    let client = client.clone();
+    Box::pin(async move {
+        let options = CreateMode::EphemeralSequential.with_acls(Acls::new(&acls));
+        let (stat, seq) = client.create(&path, &data, &options).await?;
+        Ok((stat, seq.into_i64()))
+    })
+}
+
+/// The sequence ZooKeeper appended to our name prefix `asked` in the created path `made`.
+fn sequence_of(asked: &str, made: &str) -> Result<i64, ZkError> {
+    let prefix = asked.rsplit('/').next().unwrap_or(asked);
+    let name = made.rsplit('/').next().unwrap_or(made);
+    name.strip_prefix(prefix)
+        .and_then(|digits| digits.parse::<i64>().ok())
+        .ok_or_else(|| ZkError::UnexpectedError(format!("created {made:?} for {asked:?}")))
+}
+
+/// A probe to start once a create is in (under its parent); dropped unstarted (the create
+/// failed, or its caller was dropped), it lets a later create ask for one.
+struct ProbeAfter {
+    creates: Arc<Creates>,
+    path: String,
+    started: bool,
+}
+
+impl ProbeAfter {
+    fn start(mut self) {
+        self.started = true;
+        self.creates.probe(&self.path);
+    }
+}
+
+impl Drop for ProbeAfter {
+    fn drop(&mut self) {
+        if !self.started {
+            lock(&self.creates.state).probing = false;
+        }
+    }
+}
+
+/// A queued create's caller: dropped, it takes its create out of the queue if it still waits.
+struct Waiting {
+    creates: Arc<Creates>,
+    id: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        lock(&self.creates.state).queued.retain(|q| q.id != self.id);
+    }
+}
+
+/// One in-flight create (or `multi`): dropped, it gives its slot back and sends what waits.
+struct Slot(Arc<Creates>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lock(&self.0.state).in_flight -= 1;
+        self.0.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sequence_of;
+
+    #[test]
+    fn the_sequence_is_read_after_our_prefix() {
+        assert_eq!(sequence_of("/a/_c_x-lock-", "/a/_c_x-lock-0000000012").ok(), Some(12));
+        assert_eq!(sequence_of("/a/_c_x-lock-", "/b/_c_x-lock-0000000012").ok(), Some(12));
+        assert!(sequence_of("/a/_c_x-lock-", "/a/other-0000000012").is_err());
+    }
+}

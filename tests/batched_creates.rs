@@ -1,0 +1,263 @@
+//! A session's concurrent joins send their creates together, in one `multi`, where the server
+//! answers each create's `Stat` (ZOOKEEPER-4026: 3.8.2+, 3.9); each node's `czxid` is still its
+//! guard's fencing token, and a create that fails the `multi` fails alone. On 3.8.0 every
+//! create goes alone, as before. Runs on the run's `ZK_VERSION` (3.9.3 by default; 3.8.0 too).
+
+mod common;
+
+use common::*;
+use zk_recipes::zookeeper_client::{Acls, CreateMode};
+use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockGuard, Session};
+use zk_testcluster::ZkVersion;
+
+const LOCKS: usize = 48;
+
+/// Whether the run's server answers a multi's creates with their `Stat`.
+fn batches() -> bool {
+    let (_, minor, patch) = ZkVersion::from_env().expect("ZK_VERSION").parts();
+    match minor {
+        7 | 8 => patch >= 2,
+        m => m > 8,
+    }
+}
+
+async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
+    zk.mntr(0).await.expect("mntr").packets()
+}
+
+/// Each guard's fencing token is its node's czxid, read by a raw client.
+async fn tokens_are_czxids(connect: &str, guards: &[LockGuard]) {
+    let raw = client(connect).await;
+    for guard in guards {
+        let stat = raw.check_stat(guard.node_path()).await.expect("stat").expect("our node exists");
+        assert_eq!(guard.fencing_token(), stat.czxid as u64, "{}", guard.node_path());
+    }
+}
+
+async fn acquire_all(mutexes: &[InterProcessMutex]) -> Vec<zk_recipes::Result<LockGuard>> {
+    let tasks: Vec<_> = mutexes
+        .iter()
+        .cloned()
+        .map(|m| tokio::spawn(async move { within("acquire", m.acquire()).await }))
+        .collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.expect("task"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_acquires_on_one_session_send_their_creates_together_where_the_server_allows() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let raw = client(&connect).await;
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/batch/l{i}");
+        create_persistent(&raw, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    // One by one: nothing is ever in flight beside a create.
+    let before = packets(&zk).await;
+    let mut guards = Vec::new();
+    for m in &mutexes {
+        guards.push(within("acquire", m.acquire()).await.unwrap());
+    }
+    let alone = packets(&zk).await - before;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    // All at once: the first time, the session probes its server (once per connection).
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    let before = packets(&zk).await;
+    let guards: Vec<LockGuard> = acquire_all(&mutexes).await.into_iter().map(|g| g.unwrap()).collect();
+    let together = packets(&zk).await - before;
+    tracing::info!(alone, together, "packets for {LOCKS} acquires");
+    // Each acquire of an idle lock needs at least its create and its listing: four packets
+    // with their replies, when every create goes alone.
+    let floor = 4 * LOCKS as i64;
+    if batches() {
+        assert!(together * 4 < floor * 3, "{together} packets together ({alone} one by one)");
+        assert!(together * 4 < alone * 3, "{together} packets together against {alone} one by one");
+    } else {
+        assert!(together >= floor, "{together} packets together: creates went out together");
+        assert!(together <= alone + 8, "{together} packets together against {alone} one by one");
+    }
+    tokens_are_czxids(&connect, &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_fails_a_batch_fails_alone_and_the_others_acquire() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let raw = client(&connect).await;
+    let other = Session::connect_with(
+        &connect,
+        &ConnectOptions::new(std::time::Duration::from_secs(10)).auth("digest", b"other:secret"),
+    )
+    .await
+    .expect("connect");
+    raw.mkdir("/locks/acl", &CreateMode::Persistent.with_acls(Acls::anyone_all())).await.expect("mkdir");
+    let theirs = CreateMode::Persistent.with_acls(Acls::creator_all());
+    within("create", common::raw(&other).create("/locks/acl/theirs", b"", &theirs)).await.expect("create");
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/acl/l{i}");
+        create_persistent(&raw, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    // A first round lets the session learn what its server can do.
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    for round in 0..3 {
+        let mut all = mutexes.clone();
+        all.insert(LOCKS / 2 + round, InterProcessMutex::new(&s, "/locks/acl/theirs").unwrap());
+        let mut guards = Vec::new();
+        for (i, g) in acquire_all(&all).await.into_iter().enumerate() {
+            match g {
+                Ok(g) => guards.push(g),
+                Err(Error::NoAuth { path, .. }) if i == LOCKS / 2 + round => {
+                    assert!(path.starts_with("/locks/acl/theirs"), "{path}")
+                }
+                Err(e) => panic!("acquire {i}: {e}"),
+            }
+        }
+        assert_eq!(guards.len(), LOCKS, "every other acquire holds");
+        tokens_are_czxids(&connect, &guards).await;
+        for g in guards {
+            g.release().await.unwrap();
+        }
+    }
+    assert!(children(&common::raw(&other), "/locks/acl/theirs").await.is_empty());
+    s.close().await;
+    other.close().await;
+}
+
+/// Acquires dropped at random points while their creates wait for a batch, or ride in one,
+/// leave no node behind: a create still queued is never sent, and one sent is found and
+/// deleted by the dropped acquire's cleanup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropped_acquires_whose_creates_wait_for_a_batch_leave_no_node() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    let s = session(&connect).await;
+    let mut mutexes = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/dropped/l{i}");
+        create_persistent(&admin, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    let seed = seed();
+    eprintln!("cancellation seed: {seed} (replay with ZK_TEST_SEED={seed})");
+    let (mut acquired, mut dropped) = (0, 0);
+    for round in 0..6u64 {
+        let tasks: Vec<_> = mutexes
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, m)| {
+                let mut rng = Rng(seed ^ (round << 32) ^ i as u64);
+                tokio::spawn(async move { drop_randomly(&mut rng, || m.acquire()).await.map(|g| g.unwrap()) })
+            })
+            .collect();
+        for task in tasks {
+            match task.await.expect("task") {
+                Some(guard) => {
+                    acquired += 1;
+                    drop(guard);
+                }
+                None => dropped += 1,
+            }
+        }
+    }
+    for m in &mutexes {
+        within("cleanup", m.settled()).await;
+    }
+    eprintln!("acquired {acquired}, dropped {dropped}");
+    assert!(dropped > 20, "too few drops exercised: {dropped}");
+    let owner = common::raw(&s).session_id().0;
+    for i in 0..LOCKS {
+        let path = format!("/locks/dropped/l{i}");
+        assert!(nodes_owned_by(&admin, &path, owner).await.is_empty(), "a node left under {path}");
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    s.close().await;
+}
+
+/// A connection lost while a `multi` of creates waits for its answer loses no node and makes
+/// none twice: the `multi` landed whole, and each waiter's recovery finds its own node by its
+/// protection prefix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_whose_reply_is_lost_is_recovered_node_by_node_not_duplicated() {
+    use std::time::Duration;
+    init_tracing();
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    let mut mutexes = Vec::new();
+    let mut paths = Vec::new();
+    for i in 0..LOCKS {
+        let path = format!("/locks/lost/l{i}");
+        create_persistent(&admin, &path, b"").await;
+        mutexes.push(InterProcessMutex::new(&s, &path).unwrap());
+        paths.push(path);
+    }
+    for g in acquire_all(&mutexes).await {
+        g.unwrap().release().await.unwrap();
+    }
+    eventually("the server probed", || async { s.known_server_features().is_some() }).await;
+    // Every reply held back: two creates go out alone, the rest together once one is answered.
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let acquiring = tokio::spawn({
+        let mutexes = mutexes.clone();
+        async move { acquire_all(&mutexes).await }
+    });
+    eventually("every create landed", || async {
+        let mut landed = 0;
+        for path in &paths {
+            landed += children(&admin, path).await.len();
+        }
+        landed == LOCKS
+    })
+    .await;
+    proxy.set_reply_latency(Duration::ZERO);
+    proxy.cut();
+    let guards: Vec<LockGuard> =
+        within("acquires after recovery", acquiring).await.unwrap().into_iter().map(|g| g.unwrap()).collect();
+    let recoveries: u64 = mutexes.iter().map(|m| m.stats().recoveries).sum();
+    assert!(recoveries >= 1, "the recovery path did not run");
+    if batches() {
+        assert!(recoveries as usize >= LOCKS - 2, "{recoveries} recoveries: the batch's waiters recover");
+    }
+    for (path, guard) in paths.iter().zip(&guards) {
+        let nodes = children(&admin, path).await;
+        assert_eq!(nodes.len(), 1, "{path}: {nodes:?}");
+        assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
+        assert_eq!(guard.session_generation(), 1, "the session did not survive the cut");
+    }
+    tokens_are_czxids(&zk.connect_string(), &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
