@@ -3,9 +3,10 @@
 //! ```text
 //! cargo run --release --example beat_window -- [SECONDS] [SESSION_TIMEOUT_MS] [PERIOD...]
 //! ```
-//! Defaults: 20 s, a 4,000 ms session, periods 0.05 (the shortest), 0.1 and 0.15 (the longest; 0.14 is the default)
-//! of the timeout (`ConnectOptions::beat_period`). It starts a throwaway standalone ZooKeeper, connects one
-//! session per period (all at once; holding nothing, but reading its window, which asks for it), waits for each one's first proof, then samples
+//! Defaults: 20 s, a 4,000 ms session, periods 0.05 (the shortest), 0.1 and 0.15 (the longest;
+//! 0.14 is the default) of the timeout (`ConnectOptions::beat_period`). It starts a throwaway
+//! standalone ZooKeeper, connects one session per period (all at once; holding nothing, but
+//! reading its window, which asks for it), waits for each one's first proof, then samples
 //! `safe_until() - now` every 10 ms for the given time and prints, per period, the minimum,
 //! median and maximum, in ms and as a fraction of the timeout, with the requests the server
 //! received from the session meanwhile (`cons`: its beats and the client's own pings). It exits

@@ -98,7 +98,9 @@ async fn a_hold_after_a_quiet_spell_comes_with_a_proven_window() {
     };
     tokio::select! {
         _ = held_through => {}
-        changed = status.wait_for(|s| *s != LockStatus::Held) => panic!("the hold changed: {:?}", changed.map(|s| *s)),
+        changed = status.wait_for(|s| *s != LockStatus::Held) => {
+            panic!("the hold changed: {:?}", changed.map(|s| *s))
+        }
     }
     assert_eq!(guard.current_status(), LockStatus::Held);
     guard.release().await.expect("release");

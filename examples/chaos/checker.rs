@@ -134,7 +134,8 @@ fn paused_across(h: &Hold, at: Duration, pauses: &[Pause]) -> Option<String> {
 fn outside_window(h: &Hold) -> Option<String> {
     (h.deadline <= h.start).then(|| {
         format!(
-            "{} (pid {}) began outside its own safe window (it ended at {:.2} s, before the hold's start at {:.2} s): told not to act",
+            "{} (pid {}) began outside its own safe window (it ended at {:.2} s, before the hold's start at \
+             {:.2} s): told not to act",
             h.worker,
             h.pid,
             h.deadline.as_secs_f64(),

@@ -170,7 +170,8 @@ impl ClockMap {
                 let rate_ok = observed.is_some_and(|r| (r / c.rate - 1.0).abs() <= RATE_TOLERANCE);
                 let ok = rate_ok && (c.label != "step" || (c.wall.1 >= 3000 && c.wall.0 <= -3000));
                 let line = format!(
-                    "pid {pid} {}: monotonic clock observed at {} over {} samples, wall clock {:+}..{:+} s from ours: {}",
+                    "pid {pid} {}: monotonic clock observed at {} over {} samples, wall clock {:+}..{:+} s \
+                     from ours: {}",
                     c.label,
                     observed.map_or("? (too few samples)".into(), |r| format!("{r:.2}x")),
                     c.samples,

@@ -136,14 +136,16 @@ pub fn lock_delay(
                     f.longest_clean_ms = f.longest_clean_ms.max(waited.as_millis() as u64);
                     if let Some(delay) = evs.iter().find(|e| e.kind == "delay" && e.node == *node) {
                         f.violations.push(format!(
-                            "{w} was held back {} ms by {node}, released cleanly while it watched it connected",
+                            "{w} was held back {} ms by {node}, released cleanly while it watched it \
+                             connected",
                             delay.num
                         ));
                     } else if entered > *heard + d
                         && !faults.iter().any(|(a, b)| *a <= entered && *b >= watch.at)
                     {
                         f.violations.push(format!(
-                            "{w} entered {} ms after {node}'s clean release (heard at {:.3} s), no fault between: held back past the delay",
+                            "{w} entered {} ms after {node}'s clean release (heard at {:.3} s), no fault \
+                             between: held back past the delay",
                             waited.as_millis(),
                             heard.as_secs_f64()
                         ));
@@ -167,7 +169,8 @@ pub fn lock_delay(
             f.least_margin_ms = Some(f.least_margin_ms.map_or(margin, |m| m.min(margin)));
             if entered < seen + shortest {
                 f.violations.push(format!(
-                    "{w} entered at {:.3} s with {mine}, {} ms after {node} (ahead of it) was last seen at {:.3} s and then vanished uncleanly: less than the lock delay",
+                    "{w} entered at {:.3} s with {mine}, {} ms after {node} (ahead of it) was last seen at \
+                     {:.3} s and then vanished uncleanly: less than the lock delay",
                     entered.as_secs_f64(),
                     (entered.saturating_sub(seen)).as_millis(),
                     seen.as_secs_f64()

@@ -71,7 +71,8 @@ pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result
             cut_off(&proxies[k], WORKER_SPAN).await;
             to.respawn(procs, rng.next(), &[], None).await?;
             format!(
-                "p{p} (pid {old}) respawned as pid {faked} with its clocks at x{rate} for {} s, {} cut off {} ms within",
+                "p{p} (pid {old}) respawned as pid {faked} with its clocks at x{rate} for {} s, {} cut off \
+                 {} ms within",
                 WORKER_SPAN.as_secs(),
                 worker(k),
                 CUT.as_millis()
@@ -90,7 +91,8 @@ pub async fn inject(fault: Fault, stage: Stage<'_, '_>, rng: &mut Rng) -> Result
             to.respawn(procs, rng.next(), &[], None).await?;
             let _ = std::fs::remove_file(&file);
             format!(
-                "p{p} (pid {old}) respawned as pid {faked}, its wall clock stepped +1 h, -1 h, back, {} s each",
+                "p{p} (pid {old}) respawned as pid {faked}, its wall clock stepped +1 h, -1 h, back, {} s \
+                 each",
                 STEP_SPAN.as_secs()
             )
         }
@@ -115,7 +117,8 @@ async fn fast_server(zk: &mut ZkCluster, proxy: &FaultProxy, cut: &str) -> Resul
     zk.restart_with_env(target, &[]).await?;
     zk.wait_for_leader().await?;
     Ok(format!(
-        "server {target} at x{SERVER_RATE} for {} s{handed}; leader meanwhile: {leader}; {cut} cut off {} ms within",
+        "server {target} at x{SERVER_RATE} for {} s{handed}; leader meanwhile: {leader}; {cut} cut off {} ms \
+         within",
         SERVER_SPAN.as_secs(),
         CUT.as_millis()
     ))

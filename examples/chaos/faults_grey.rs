@@ -170,7 +170,8 @@ pub async fn inject(
             };
             let during = during.map_or("out".to_string(), |m| format!("{m:?}").to_lowercase());
             format!(
-                "server {i} ({role}) log disk full ({} MiB filler) for {} s: {errors} ENOSPC in its log, {during} at the end; {after}{runbook}",
+                "server {i} ({role}) log disk full ({} MiB filler) for {} s: {errors} ENOSPC in its log, \
+                 {during} at the end; {after}{runbook}",
                 filled >> 20,
                 SPAN.as_secs(),
             )

@@ -38,8 +38,9 @@ pub fn explain(
             .iter()
             .map(|&e| {
                 let h = &holds[e];
-                let (_, _, _, limit) =
-                    limited.iter().find(|(w, r, t, _)| *w == h.worker && *r == h.resource && *t == h.token)?;
+                let (_, _, _, limit) = limited
+                    .iter()
+                    .find(|(w, r, t, _)| *w == h.worker && *r == h.resource && *t == h.token)?;
                 let due = h.start + real(*limit, h.pid, rates);
                 let last_write = of(ops, h).filter_map(|op| op.end).max();
                 let apart = match (last_write, first_write) {
@@ -48,7 +49,8 @@ pub fn explain(
                 };
                 (due <= later.start && h.end <= due + LIMIT_SLACK && apart).then(|| {
                     format!(
-                        "{}'s hold reached its {} ms limit at {:.3} s, and its last write ended before {}'s first began",
+                        "{}'s hold reached its {} ms limit at {:.3} s, and its last write ended before {}'s \
+                         first began",
                         h.worker,
                         limit.as_millis(),
                         due.as_secs_f64(),

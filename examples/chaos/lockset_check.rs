@@ -110,13 +110,15 @@ pub fn attach(r: &mut PhaseReport, finals: &BTreeMap<String, Vec<i64>>, pauses: 
             (true, 0) => "0 lost".to_string(),
             (true, n) => format!("{n} LOST (a violation: fenced)"),
             (false, 0) => format!(
-                "0 lost: the run did not exercise the pauses for it ({} pause(s) between a read and its write)",
+                "0 lost: the run did not exercise the pauses for it ({} pause(s) between a read and its \
+                 write)",
                 s.exposures
             ),
             (false, n) => format!("{n} lost (unfenced: what a pause does without a fence)"),
         };
         lines.push(format!(
-            "    {:<14} {:>5} adds, {:>5} acknowledged, {verdict}; refused by the fence: {} writes, {} registers; unknown outcome {} ({} present); final set {}; pauses between read and write {}",
+            "    {:<14} {:>5} adds, {:>5} acknowledged, {verdict}; refused by the fence: {} writes, {} \
+             registers; unknown outcome {} ({} present); final set {}; pauses between read and write {}",
             s.variant,
             s.attempted,
             s.acked,
@@ -135,11 +137,16 @@ pub fn attach(r: &mut PhaseReport, finals: &BTreeMap<String, Vec<i64>>, pauses: 
         }
     }
     lines.push(format!(
-        "  independent checker (WGL, todc-utils), fenced registers: {} histories, {} windows, largest {} ops: {}",
+        "  independent checker (WGL, todc-utils), fenced registers: {} histories, {} windows, largest {} \
+         ops: {}",
         fences.histories,
         fences.windows,
         fences.largest,
-        if fences.flagged.is_empty() { "all linearizable".to_string() } else { format!("{} NOT LINEARIZABLE", fences.flagged.len()) }
+        if fences.flagged.is_empty() {
+            "all linearizable".to_string()
+        } else {
+            format!("{} NOT LINEARIZABLE", fences.flagged.len())
+        }
     ));
     for f in fences.flagged.iter().take(10) {
         lines.push(format!(
@@ -151,7 +158,9 @@ pub fn attach(r: &mut PhaseReport, finals: &BTreeMap<String, Vec<i64>>, pauses: 
         ));
     }
     lines.push(format!(
-        "  independent checker, mutex model: {} locks, {} windows ({} searches; {} window(s) split further for the search; largest search {} ops), {} not linearizable; our checker's {} overlap(s) fall in {} window(s); agreement: {} in both, {} disagreement(s)",
+        "  independent checker, mutex model: {} locks, {} windows ({} searches; {} window(s) split further \
+         for the search; largest search {} ops), {} not linearizable; our checker's {} overlap(s) fall in {} \
+         window(s); agreement: {} in both, {} disagreement(s)",
         mutexes.histories,
         mutexes.windows,
         mutexes.searched,
@@ -177,7 +186,8 @@ pub fn json(r: &LocksetReport, ops: &[LsOp]) -> String {
         .iter()
         .map(|o| {
             format!(
-                "{{\"worker\":{},\"pid\":{},\"variant\":{},\"op\":\"{}\",\"token\":{},\"elem\":{},\"invoke\":{},\"return\":{},\"outcome\":\"{}\"}}",
+                "{{\"worker\":{},\"pid\":{},\"variant\":{},\"op\":\"{}\",\"token\":{},\"elem\":{},\"invoke\":\
+                 {},\"return\":{},\"outcome\":\"{}\"}}",
                 json_str(&o.worker),
                 o.pid,
                 json_str(&o.variant),
@@ -195,7 +205,9 @@ pub fn json(r: &LocksetReport, ops: &[LsOp]) -> String {
         .iter()
         .map(|s| {
             format!(
-                "{{\"variant\":{},\"fenced\":{},\"attempted\":{},\"acknowledged\":{},\"lost\":{},\"lost_elements\":{:?},\"refused_writes\":{},\"refused_registers\":{},\"unknown\":{},\"unknown_present\":{},\"final_size\":{},\"pauses_between_read_and_write\":{}}}",
+                "{{\"variant\":{},\"fenced\":{},\"attempted\":{},\"acknowledged\":{},\"lost\":{},\
+                 \"lost_elements\":{:?},\"refused_writes\":{},\"refused_registers\":{},\"unknown\":{},\
+                 \"unknown_present\":{},\"final_size\":{},\"pauses_between_read_and_write\":{}}}",
                 json_str(&s.variant),
                 s.fenced,
                 s.attempted,
@@ -226,7 +238,8 @@ pub fn json(r: &LocksetReport, ops: &[LsOp]) -> String {
             })
             .collect();
         format!(
-            "{{\"histories\":{},\"windows\":{},\"searches\":{},\"split\":{},\"largest\":{},\"not_linearizable\":[{}]}}",
+            "{{\"histories\":{},\"windows\":{},\"searches\":{},\"split\":{},\"largest\":{},\
+             \"not_linearizable\":[{}]}}",
             v.histories,
             v.windows,
             v.searched,
@@ -237,7 +250,8 @@ pub fn json(r: &LocksetReport, ops: &[LsOp]) -> String {
     };
     let disagreements: Vec<String> = r.agreement.disagreements.iter().map(|d| json_str(d)).collect();
     format!(
-        "{{\"sets\":[{}],\"fenced_registers\":{},\"mutex\":{},\"agreement\":{{\"ours\":{},\"both\":{},\"disagreements\":[{}]}},\"violations\":{},\"ops\":[{}]}}",
+        "{{\"sets\":[{}],\"fenced_registers\":{},\"mutex\":{},\"agreement\":{{\"ours\":{},\"both\":{},\
+         \"disagreements\":[{}]}},\"violations\":{},\"ops\":[{}]}}",
         sets.join(","),
         verdicts(&r.fences),
         verdicts(&r.mutexes),

@@ -1,7 +1,8 @@
 //! Fault injection over every recipe: mutual exclusion, lease totals and leader terms under
 //! ZooKeeper leader loss, follower freezes, rolling restarts, a leader partitioned from its
 //! quorum, slow servers, slow and cut client paths, session moves, paused and killed worker
-//! processes, clocks running slow or fast and wall clocks stepped (`faults_clock.rs`); a checker that explains every overlap; fencing as the final guard.
+//! processes, clocks running slow or fast and wall clocks stepped (`faults_clock.rs`); a
+//! checker that explains every overlap; fencing as the final guard.
 //!
 //! ```text
 //! cargo run --release --example chaos -- [--seconds S] [--seed N] [--phases a,b,..]
@@ -29,10 +30,10 @@
 //! `--seconds S` is the length of each phase (default 60); the phases are `mutex`, `rwlock`,
 //! `semaphore`, `semmutex`, `multi`, `latch`, `selector`, `lockset`, and the options' `delay`,
 //! `maxhold`, `revoke` and `observer` (`workers_options.rs`, checked by `options_check.rs`)
-//! (default: all, in that order), on one 3-node ensemble started once. `lockset` (`lockset.rs`) is Jepsen's etcd
-//! lock-set against ZooKeeper, PostgreSQL and Redis, each fenced and unfenced, with a set-full
-//! check and an independent linearizability checker (`linearizable.rs`); its PostgreSQL and
-//! Redis are started once per run and stopped by PID at its end.
+//! (default: all, in that order), on one 3-node ensemble started once. `lockset` (`lockset.rs`)
+//! is Jepsen's etcd lock-set against ZooKeeper, PostgreSQL and Redis, each fenced and unfenced,
+//! with a set-full check and an independent linearizability checker (`linearizable.rs`); its
+//! PostgreSQL and Redis are started once per run and stopped by PID at its end.
 //!
 //! Per phase: K=6 workers in 2 OS processes, each worker with its own `Session` through its own
 //! fault proxy (in front of all three servers) for the whole phase: a session that expires is
@@ -340,7 +341,8 @@ async fn progress(
         };
         let elapsed = t0.elapsed().as_secs();
         eprintln!(
-            "chaos [phase {n}/{of}] {mode}: {elapsed}s in, {}s left; faults {}, holds {holds}, refused writes {refused}, overlaps explained {explained}, violations so far {violations}",
+            "chaos [phase {n}/{of}] {mode}: {elapsed}s in, {}s left; faults {}, holds {holds}, refused \
+             writes {refused}, overlaps explained {explained}, violations so far {violations}",
             secs.saturating_sub(elapsed),
             injected.load(Ordering::Relaxed)
         );
@@ -430,7 +432,8 @@ fn main() {
         std::process::exit(2);
     });
     println!(
-        "chaos: seed {seed} (--history FILE records its schedule; --replay FILE runs it again), {secs} s per phase, phases {}, session timeout {SESSION:?}{}",
+        "chaos: seed {seed} (--history FILE records its schedule; --replay FILE runs it again), {secs} s per \
+         phase, phases {}, session timeout {SESSION:?}{}",
         phases.join(","),
         if broken == Broken::None { String::new() } else { format!(", BROKEN on purpose: {}", broken.name()) }
     );
@@ -518,7 +521,8 @@ fn main() {
         reports.iter().map(|(_, r)| r.overlaps.iter().filter(|o| o.explanation.is_some()).count()).sum();
     let episodes: usize = reports.iter().map(|(_, r)| r.episodes).sum();
     println!(
-        "total: {} phases, {} faults ({}), {holds} holds, {refused} writes refused by fencing, {explained} holds began beside a paused holder (explained; {episodes} pauses)",
+        "total: {} phases, {} faults ({}), {holds} holds, {refused} writes refused by fencing, {explained} \
+         holds began beside a paused holder (explained; {episodes} pauses)",
         reports.len(),
         run.faults.len(),
         kinds.join(", ")

@@ -275,7 +275,8 @@ pub fn revocation(
         let paused = pauses.iter().any(|p| p.pid == h.pid && p.to >= *sent && p.from <= h.end);
         if ended_by_itself && !paused && h.end > *answered + TOLD_WITHIN {
             out.push(format!(
-                "{} held {res} token {token} to {:.3} s ({}), never told of {asker}'s request answered at {:.3} s",
+                "{} held {res} token {token} to {:.3} s ({}), never told of {asker}'s request answered at \
+                 {:.3} s",
                 h.worker,
                 h.end.as_secs_f64(),
                 h.cause,
@@ -332,7 +333,8 @@ pub fn observer(
             if let Some(t) = *token {
                 if t < newest {
                     f.violations.push(format!(
-                        "observer of {w} (pid {pid}) reported token {t} at {:.3} s after it had reported {newest}: a term that ended before its read",
+                        "observer of {w} (pid {pid}) reported token {t} at {:.3} s after it had reported \
+                         {newest}: a term that ended before its read",
                         at.as_secs_f64()
                     ));
                 }
@@ -362,7 +364,8 @@ pub fn observer(
             let shown = seq.iter().rev().find(|(_, at)| *at <= c).and_then(|(tok, _)| *tok);
             if shown != Some(t.token) {
                 f.violations.push(format!(
-                    "observer of {w} (pid {pid}) showed {} at {:.3} s, while {} had led since {:.3} s (token {}) and the last fault was over {} ms before",
+                    "observer of {w} (pid {pid}) showed {} at {:.3} s, while {} had led since {:.3} s (token \
+                     {}) and the last fault was over {} ms before",
                     shown.map_or("nobody".into(), |s| format!("token {s}")),
                     c.as_secs_f64(),
                     t.worker,
@@ -409,7 +412,8 @@ pub fn attach(
         let delay = (mode == "delay").then_some(DELAY);
         let (v, n) = queue_events(&o.qevs, &killed, delay);
         lines.push(format!(
-            "  queue events: {} events in {n} acquire attempts, in order and positions never back up: {} out of order",
+            "  queue events: {} events in {n} acquire attempts, in order and positions never back up: {} out \
+             of order",
             o.qevs.len(),
             v.len()
         ));
@@ -418,7 +422,11 @@ pub fn attach(
     if mode == "delay" {
         let f = lock_delay(o, DELAY, &spans, &rates);
         lines.push(format!(
-            "  lock delay {} ms: the witness saw {} nodes go uncleanly ({} of them heard across a gap in its own connection: not judged), {} cleanly; {} entries behind an unclean end, each at least the delay (the shortest, in real time, of those in behind that end so far) after its last sighting (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} violations",
+            "  lock delay {} ms: the witness saw {} nodes go uncleanly ({} of them heard across a gap in its \
+             own connection: not judged), {} cleanly; {} entries behind an unclean end, each at least the \
+             delay (the shortest, in real time, of those in behind that end so far) after its last sighting \
+             (least margin {} ms); {} handoffs after a clean release (longest {} ms, never held back); {} \
+             violations",
             DELAY.as_millis(),
             f.unclean,
             f.unjudged,
@@ -434,7 +442,8 @@ pub fn attach(
     if !o.limited.is_empty() {
         let (v, n, most) = max_hold(&h.holds, &o.limited, pauses, &rates);
         lines.push(format!(
-            "  max hold {} ms: {n} limited holds, the longest ended {most} ms past its limit (bound {} ms); {} violations",
+            "  max hold {} ms: {n} limited holds, the longest ended {most} ms past its limit (bound {} ms); \
+             {} violations",
             LIMIT.as_millis(),
             LIMIT_SLACK.as_millis(),
             v.len()
@@ -444,7 +453,8 @@ pub fn attach(
     if mode == "revoke" {
         let (v, n, slowest) = revocation(&h.holds, &o.asks, &o.told, pauses);
         lines.push(format!(
-            "  revocation: {} requests reached a node, {n} of them a reported hold; {} holders told (slowest {slowest} ms after the request); {} asked and never told",
+            "  revocation: {} requests reached a node, {n} of them a reported hold; {} holders told (slowest \
+             {slowest} ms after the request); {} asked and never told",
             o.asks.len(),
             o.told.len(),
             v.len()
@@ -461,7 +471,8 @@ pub fn attach(
             h.holds.iter().filter(|t| rates.get(&t.pid).is_none_or(|r| *r == 1.0)).cloned().collect();
         let f = observer(&o.obs, &terms, &spans, &down);
         lines.push(format!(
-            "  observers: {} reports; never back to an older term; {} convergence points ({} ms after the last fault or the term's start), slowest to show its leader {} ms; {} violations",
+            "  observers: {} reports; never back to an older term; {} convergence points ({} ms after the \
+             last fault or the term's start), slowest to show its leader {} ms; {} violations",
             f.reports,
             f.checked,
             CONVERGE.as_millis(),

@@ -8,10 +8,25 @@ use crate::report::{json_str, secs};
 /// "sessions":[..]},"limited":[..],"asked":[..],"told":[..],"observed":[..]}`.
 pub fn json(o: &OptHistory) -> String {
     let join = |items: Vec<String>| items.join(",");
-    let qevs = join(o.qevs.iter().map(|e| format!(
-        "{{\"worker\":{},\"pid\":{},\"attempt\":{},\"event\":{},\"num\":{},\"node\":{},\"watching\":{},\"at\":{}}}",
-        json_str(&e.worker), e.pid, e.attempt, json_str(&e.kind), e.num, json_str(&e.node), json_str(&e.watching), secs(e.at)
-    )).collect());
+    let qevs = join(
+        o.qevs
+            .iter()
+            .map(|e| {
+                format!(
+                    "{{\"worker\":{},\"pid\":{},\"attempt\":{},\"event\":{},\"num\":{},\"node\":{},\
+                     \"watching\":{},\"at\":{}}}",
+                    json_str(&e.worker),
+                    e.pid,
+                    e.attempt,
+                    json_str(&e.kind),
+                    e.num,
+                    json_str(&e.node),
+                    json_str(&e.watching),
+                    secs(e.at)
+                )
+            })
+            .collect(),
+    );
     let sessions = join(
         o.conns
             .iter()
@@ -99,6 +114,8 @@ pub fn json(o: &OptHistory) -> String {
             .collect(),
     );
     format!(
-        "{{\"queue_events\":[{qevs}],\"sessions\":[{sessions}],\"witness\":{{\"listings\":[{listings}],\"gone\":[{gone}],\"sessions\":[{witness_sessions}]}},\"limited\":[{limited}],\"asked\":[{asked}],\"told\":[{told}],\"observed\":[{observed}]}}"
+        "{{\"queue_events\":[{qevs}],\"sessions\":[{sessions}],\"witness\":{{\"listings\":[{listings}],\
+         \"gone\":[{gone}],\"sessions\":[{witness_sessions}]}},\"limited\":[{limited}],\"asked\":[{asked}],\
+         \"told\":[{told}],\"observed\":[{observed}]}}"
     )
 }

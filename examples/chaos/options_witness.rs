@@ -1,8 +1,9 @@
 //! The `delay` phase's witness: a session of the orchestrator's own, straight to the ensemble
 //! (no fault proxy), that lists the lock path on every change of its children (each listing
-//! after a `sync`, kept with the sync's send time) and watches each node's data, to tell how it went: with a data
-//! change first (a marked release: the marker and the delete are one transaction) or deleted
-//! outright (an expiry, a hold limit). A node gone before its watch was set is not judged.
+//! after a `sync`, kept with the sync's send time) and watches each node's data, to tell how it
+//! went: with a data change first (a marked release: the marker and the delete are one
+//! transaction) or deleted outright (an expiry, a hold limit). A node gone before its watch was
+//! set is not judged.
 //!
 //! It also records its own session's states (`OptHistory::witness_conns`): a node deleted while
 //! its connection was down is reported deleted on the reconnection (ZooKeeper sets the data

@@ -285,7 +285,11 @@ mod tests {
         for f in FAULTS {
             assert_eq!(fault_named(&format!("{f:?}")), Some(f));
         }
-        assert!(load_schedule("{\"schedule\":[{\"phase\":\"x\",\"seed\":1,\"faults\":[{\"gap_ms\":1,\"fault\":\"NoSuchFault\",\"seed\":1}]}]}").is_err());
+        assert!(load_schedule(
+            "{\"schedule\":[{\"phase\":\"x\",\"seed\":1,\"faults\":[{\"gap_ms\":1,\
+             \"fault\":\"NoSuchFault\",\"seed\":1}]}]}"
+        )
+        .is_err());
     }
 
     #[test]

@@ -61,15 +61,14 @@ pub fn report(
         *causes.entry(hold.cause.as_str()).or_default() += 1;
     }
     let causes: Vec<String> = causes.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    let mut lines = vec![
-        format!(
-            "phase {mode}: {secs} s, {} faults, {} holds (ended by: {}), {} writes attempted, {accepted} accepted, {refused} refused by fencing",
-            faults.len(),
-            h.holds.len(),
-            causes.join(", "),
-            h.ops.len() + ls_writes.count()
-        ),
-    ];
+    let mut lines = vec![format!(
+        "phase {mode}: {secs} s, {} faults, {} holds (ended by: {}), {} writes attempted, {accepted} \
+         accepted, {refused} refused by fencing",
+        faults.len(),
+        h.holds.len(),
+        causes.join(", "),
+        h.ops.len() + ls_writes.count()
+    )];
     // One line per run of overlaps with the same earlier holders and the same verdict (a
     // paused holder overlaps every successor that came in while it slept).
     let mut groups: Vec<(&[usize], Option<&str>, Vec<&Overlap>)> = Vec::new();
@@ -87,7 +86,8 @@ pub fn report(
     }
     let episodes = groups.iter().filter(|g| g.1.is_some()).count();
     lines.push(format!(
-        "  holds that began beside a holder the recipe must not admit with them: {} explained, in {episodes} episode(s) of a paused holder or a clock fault; {unexplained} unexplained",
+        "  holds that began beside a holder the recipe must not admit with them: {} explained, in {episodes} \
+         episode(s) of a paused holder or a clock fault; {unexplained} unexplained",
         overlaps.len() - unexplained
     ));
     for (earlier, why, list) in &groups {
@@ -106,7 +106,9 @@ pub fn report(
     }
     if let Some(cap) = cap(mode) {
         lines.push(format!(
-            "  lease total: at most {} of {cap} held at once within the holders' safe windows ({} counting paused holders to their wake); above {cap} at the resource: {} explained (a paused holder), {} unexplained",
+            "  lease total: at most {} of {cap} held at once within the holders' safe windows ({} counting \
+             paused holders to their wake); above {cap} at the resource: {} explained (a paused holder), {} \
+             unexplained",
             max_total(&h.holds, true),
             max_total(&h.holds, false),
             fenced.over_total_explained,
@@ -127,7 +129,8 @@ pub fn report(
     }
     if !h.is_lockset() {
         lines.push(format!(
-            "  refused writers told their hold was lost: {} (at most {} ms after the refusal); not told: {unseen}",
+            "  refused writers told their hold was lost: {} (at most {} ms after the refusal); not told: \
+             {unseen}",
             h.lost_seen.len(),
             h.lost_seen.iter().map(|x| x.2).max().unwrap_or(0)
         ));
@@ -228,7 +231,8 @@ pub fn generations_line(generations: &[(String, u32, u64)]) -> String {
         .map(|(id, gens)| format!("{id} {}", gens.iter().map(u64::to_string).collect::<Vec<_>>().join("+")))
         .collect();
     format!(
-        "  session generations per worker (one Session each, never rebuilt; + = a respawned process): {}; {renewed} expired sessions renewed in place",
+        "  session generations per worker (one Session each, never rebuilt; + = a respawned process): {}; \
+         {renewed} expired sessions renewed in place",
         per.join(", ")
     )
 }
@@ -264,7 +268,8 @@ pub fn history_json(
 ) -> String {
     let fence = broken != crate::workers::Broken::NoFence;
     let mut out = format!(
-        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"epoch_ns\":{},\"broken\":{},\"fence\":{fence},\"schedule\":{},\"stalls\":[{}],\"phases\":[",
+        "{{\"seed\":{seed},\"seconds_per_phase\":{secs_per_phase},\"session_timeout_ms\":{},\"epoch_ns\":{},\
+         \"broken\":{},\"fence\":{fence},\"schedule\":{},\"stalls\":[{}],\"phases\":[",
         SESSION.as_millis(),
         epoch.0,
         json_str(broken.name()),
@@ -296,14 +301,47 @@ pub fn history_json(
             left.join(","),
             crate::replay::wire_json(h)
         ));
-        let holds: Vec<String> = h.holds.iter().map(|x| format!(
-            "{{\"worker\":{},\"pid\":{},\"resource\":{},\"kind\":{},\"token\":{},\"start\":{},\"end\":{},\"deadline\":{},\"cause\":{}}}",
-            json_str(&x.worker), x.pid, json_str(&x.resource), json_str(&x.kind.code()), x.token, secs(x.start), secs(x.end), secs(x.deadline), json_str(&x.cause))).collect();
+        let holds: Vec<String> = h
+            .holds
+            .iter()
+            .map(|x| {
+                format!(
+                    "{{\"worker\":{},\"pid\":{},\"resource\":{},\"kind\":{},\"token\":{},\"start\":{},\
+                     \"end\":{},\"deadline\":{},\"cause\":{}}}",
+                    json_str(&x.worker),
+                    x.pid,
+                    json_str(&x.resource),
+                    json_str(&x.kind.code()),
+                    x.token,
+                    secs(x.start),
+                    secs(x.end),
+                    secs(x.deadline),
+                    json_str(&x.cause)
+                )
+            })
+            .collect();
         out.push_str(&holds.join(","));
         out.push_str("],\"writes\":[");
-        let ops: Vec<String> = h.ops.iter().map(|o| format!(
-            "{{\"worker\":{},\"pid\":{},\"resource\":{},\"kind\":{},\"token\":{},\"begin\":{},\"end\":{},\"begun\":{},\"accepted\":{},\"refused\":{}}}",
-            json_str(&o.worker), o.pid, json_str(&o.resource), json_str(&o.kind.code()), o.token, secs(o.begin), o.end.map_or("null".into(), secs), o.begun, o.accepted, o.refused)).collect();
+        let ops: Vec<String> = h
+            .ops
+            .iter()
+            .map(|o| {
+                format!(
+                    "{{\"worker\":{},\"pid\":{},\"resource\":{},\"kind\":{},\"token\":{},\"begin\":{},\
+                     \"end\":{},\"begun\":{},\"accepted\":{},\"refused\":{}}}",
+                    json_str(&o.worker),
+                    o.pid,
+                    json_str(&o.resource),
+                    json_str(&o.kind.code()),
+                    o.token,
+                    secs(o.begin),
+                    o.end.map_or("null".into(), secs),
+                    o.begun,
+                    o.accepted,
+                    o.refused
+                )
+            })
+            .collect();
         out.push_str(&ops.join(","));
         out.push_str("],\"overlaps\":[");
         let overlaps: Vec<String> = r

@@ -226,7 +226,9 @@ impl Seen {
         let sessions: usize = self.owners.values().map(BTreeSet::len).sum();
         let renewed: usize = self.owners.values().map(|s| s.len().saturating_sub(1)).sum();
         let mut lines = vec![format!(
-            "  sasl: {} ACL reads of the recipes' nodes, of {sessions} worker sessions ({renewed} of them a worker's later session: re-created after an expiry or a respawned process): {} with another ACL than {expected} (creator-only)",
+            "  sasl: {} ACL reads of the recipes' nodes, of {sessions} worker sessions ({renewed} of them a \
+             worker's later session: re-created after an expiry or a respawned process): {} with another ACL \
+             than {expected} (creator-only)",
             self.reads,
             self.wrong.len()
         )];

@@ -218,7 +218,8 @@ impl Panel {
             r.overlaps.iter().filter(|o| o.explanation.is_none()).map(|o| o.at.as_secs_f64()).collect();
         let refused_n = h.ops.iter().filter(|o| o.refused).count() + ls_refused.count();
         let title = format!(
-            "{mode}: holds {}, faults {}, writes refused by fencing {refused_n}, holds begun beside a paused holder {}, violations {}",
+            "{mode}: holds {}, faults {}, writes refused by fencing {refused_n}, holds begun beside a paused \
+             holder {}, violations {}",
             h.holds.len(),
             run.faults.iter().filter(|f| f.phase == mode).count(),
             r.overlaps.len() - unexplained.len(),
@@ -439,7 +440,8 @@ pub fn write(
     let panels: Vec<Panel> = reports.iter().map(|(mode, r)| Panel::of(mode, r, run)).collect();
     let violations: usize = reports.iter().map(|(_, r)| r.violations).sum();
     let title = format!(
-        "chaos run, seed {seed}, {secs} s per phase: {violations} violations (x: seconds since the run began; one row per worker, pN = worker process N)"
+        "chaos run, seed {seed}, {secs} s per phase: {violations} violations (x: seconds since the run \
+         began; one row per worker, pN = worker process N)"
     );
     draw(path, &title, &panels)
 }

@@ -143,7 +143,8 @@ pub fn analyse(servers: &[ServerView], prefixes: &[String]) -> Vec<String> {
             "live: its owner is connected"
         };
         out.push(format!(
-            "{path} owner {owner:#x}{}: on servers {present:?}{}; leader tracks the owner: {}; owner connected to servers {connected:?}: {verdict}",
+            "{path} owner {owner:#x}{}: on servers {present:?}{}; leader tracks the owner: {}; owner \
+             connected to servers {connected:?}: {verdict}",
             if owners.len() > 1 { format!(" (owners {owners:x?})") } else { String::new() },
             if missing.is_empty() { String::new() } else { format!(", missing on {missing:?}") },
             tracked.map_or("no leader".to_string(), |t| if t { "yes".into() } else { "NO".into() }),
@@ -254,7 +255,8 @@ pub fn summary(stalls: &[Stall]) -> String {
         })
         .collect();
     format!(
-        "liveness: {} stall(s) past {} s without a new hold (not a safety verdict; the servers' state is in the log and the history): {}",
+        "liveness: {} stall(s) past {} s without a new hold (not a safety verdict; the servers' state is in \
+         the log and the history): {}",
         longest.len(),
         STALL.as_secs(),
         each.join("; ")
@@ -265,9 +267,23 @@ pub fn summary(stalls: &[Stall]) -> String {
 mod tests {
     use super::*;
 
-    const LEADER_DUMP: &str = "SessionTracker dump:\nSession Sets (2)/(2):\n1 expire at Wed Nov 25 00:00:56 UTC 2026:\n\t0x10001d45cff0000\n1 expire at Wed Nov 25 00:00:58 UTC 2026:\n\t0x30001d45cff0001\nephemeral nodes dump:\nSessions with Ephemerals (2):\n0x10001d45cff0000:\n\t/chaos/semaphore/_c_1-p0w1-lease-0000000003\n0x20001d45cff0009:\n\t/chaos/semaphore/_c_2-p1w2-lease-0000000001\n\t/other/x-0000000000\nConnections dump:\nConnections Sets (1)/(1):\n1 expire at Wed Nov 25 00:01:07 UTC 2026:\n\tip: /127.0.0.1:40890 sessionId: 0x0\n";
-    const FOLLOWER_DUMP: &str = "SessionTracker dump:\nGlobal Sessions(2):\n0x10001d45cff0000\t4000ms\n0x30001d45cff0001\t4000ms\nephemeral nodes dump:\nSessions with Ephemerals (1):\n0x10001d45cff0000:\n\t/chaos/semaphore/_c_1-p0w1-lease-0000000003\nConnections dump:\nConnections Sets (0)/(0):\n";
-    const CONS: &str = " /127.0.0.1:41282[0](queued=0,recved=1,sent=0)\n /127.0.0.1:41276[1](queued=0,recved=4,sent=4,sid=0x10001d45cff0000,lop=CREA,est=1795564852033,to=4000)\n";
+    const LEADER_DUMP: &str = "SessionTracker dump:\nSession Sets (2)/(2):\n\
+                               1 expire at Wed Nov 25 00:00:56 UTC 2026:\n\t0x10001d45cff0000\n\
+                               1 expire at Wed Nov 25 00:00:58 UTC 2026:\n\t0x30001d45cff0001\n\
+                               ephemeral nodes dump:\nSessions with Ephemerals (2):\n0x10001d45cff0000:\n\
+                               \t/chaos/semaphore/_c_1-p0w1-lease-0000000003\n0x20001d45cff0009:\n\
+                               \t/chaos/semaphore/_c_2-p1w2-lease-0000000001\n\t/other/x-0000000000\n\
+                               Connections dump:\nConnections Sets (1)/(1):\n\
+                               1 expire at Wed Nov 25 00:01:07 UTC 2026:\n\
+                               \tip: /127.0.0.1:40890 sessionId: 0x0\n";
+    const FOLLOWER_DUMP: &str = "SessionTracker dump:\nGlobal Sessions(2):\n0x10001d45cff0000\t4000ms\n\
+                                 0x30001d45cff0001\t4000ms\nephemeral nodes dump:\n\
+                                 Sessions with Ephemerals (1):\n0x10001d45cff0000:\n\
+                                 \t/chaos/semaphore/_c_1-p0w1-lease-0000000003\nConnections dump:\n\
+                                 Connections Sets (0)/(0):\n";
+    const CONS: &str = " /127.0.0.1:41282[0](queued=0,recved=1,sent=0)\n \
+                        /127.0.0.1:41276[1](queued=0,recved=4,sent=4,sid=0x10001d45cff0000,lop=CREA,\
+                        est=1795564852033,to=4000)\n";
 
     #[test]
     fn dump_and_cons_are_parsed() {

@@ -119,7 +119,11 @@ impl Ctx {
         let work = Duration::from_millis(5 + self.rng.below(35));
         let careless = self.careless();
         if !careless {
-            tokio::select! { biased; _ = lost.as_mut() => return Ok(Stop::Lost), _ = std::future::ready(()) => {} }
+            tokio::select! {
+                biased;
+                _ = lost.as_mut() => return Ok(Stop::Lost),
+                _ = std::future::ready(()) => {}
+            }
         }
         let until = safe();
         if let Some(u) = until {

@@ -278,7 +278,9 @@ async fn revocable_loop(ctx: &mut Ctx, target: Target<'_>, path: &str, kind: Kin
         let ended = async {
             tokio::select! {
                 _ = guard.lost() => {}
-                Ok(_) = status.wait_for(|s| *s == LockStatus::RevocationRequested) => told_at.store(mono_ns(), Ordering::Relaxed),
+                Ok(_) = status.wait_for(|s| *s == LockStatus::RevocationRequested) => {
+                    told_at.store(mono_ns(), Ordering::Relaxed)
+                }
             }
         };
         let targets = guard.fencing_tokens();

@@ -2,8 +2,8 @@
 //! phases (idle, each holding one lock, half of them waiting), and what each phase costs the
 //! servers: the packets they receive from the clients (requests and pings, `mntr`'s
 //! `zk_packets_received`) and their CPU time (`/proc/<pid>/stat`, less their JIT compiler
-//! threads'), on the leader and on the followers. Every driver process speaks one line protocol (`zk-bench fleet-child`,
-//! `bench/peers/CuratorFleet.java`, `bench/peers/kazoo_fleet.py`):
+//! threads'), on the leader and on the followers. Every driver process speaks one line protocol
+//! (`zk-bench fleet-child`, `bench/peers/CuratorFleet.java`, `bench/peers/kazoo_fleet.py`):
 //!
 //! ```text
 //! <driver> CONNECT PREFIX FIRST COUNT SESSION_MS
