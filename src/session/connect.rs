@@ -161,13 +161,8 @@ async fn open(
     // Through a relay the client crate reads only the relay's address: the connect string is
     // checked here as it would have checked it.
     if dial.is_some() && !servers.split(',').all(|server| host_port(server).is_some()) {
-        return Err(Error::Connect {
-            connect: shown.to_string(),
-            reason: ConnectFailure::BadConnectString,
-            probes: Vec::new(),
-            waited: started.elapsed(),
-            source: ZkError::BadArguments(&"invalid connect string").into(),
-        });
+        let source = ZkError::BadArguments(&"invalid connect string");
+        return Err(bad_connect_string(shown, started, source));
     }
     let servers = dial.unwrap_or(servers);
     let attempt = || {
@@ -187,13 +182,7 @@ async fn open(
         match tokio::time::timeout_at(attempts_end, attempt()).await {
             Ok(Ok(client)) => return Ok(client),
             Ok(Err(source @ ZkError::BadArguments(_))) => {
-                return Err(Error::Connect {
-                    connect: shown.to_string(),
-                    reason: ConnectFailure::BadConnectString,
-                    probes: Vec::new(),
-                    waited: started.elapsed(),
-                    source: source.into(),
-                })
+                return Err(bad_connect_string(shown, started, source))
             }
             // Terminal for the client crate (it tries no other server): the servers refused the
             // SASL exchange, or require SASL from a session without it.
@@ -217,6 +206,17 @@ async fn open(
         waited: started.elapsed(),
         source: last.into(),
     })
+}
+
+/// A connect string the client crate cannot read (`source` says why), found `started` ago.
+fn bad_connect_string(shown: &str, started: std::time::Instant, source: ZkError) -> Error {
+    Error::Connect {
+        connect: shown.to_string(),
+        reason: ConnectFailure::BadConnectString,
+        probes: Vec::new(),
+        waited: started.elapsed(),
+        source: source.into(),
+    }
 }
 
 /// The client crate's connector for `options`: credentials, SASL (checked before any server is
