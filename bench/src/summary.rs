@@ -18,12 +18,14 @@ mod recipes;
 mod scale;
 mod tables;
 mod targets;
+mod targets50;
 
 use environment::{machine, today};
 pub use plots::plots;
 use recipes::{failovers, recipes};
 use tables::{columns, lines, table, unsteady};
 use targets::{network_targets, recipe_targets, targets, verdict};
+use targets50::targets50;
 
 pub struct Context<'a> {
     pub plan: &'a Plan,
@@ -299,5 +301,6 @@ pub fn summarize(groups: &Groups, cx: &Context) -> String {
     targets(&mut s, groups, plan, raw_rt_us);
     network_targets(&mut s, groups, cx.network_raw_p50_ns as f64 / 2000.0);
     recipe_targets(&mut s, groups, plan, raw_rt_us);
+    targets50(&mut s, groups, plan);
     s
 }
