@@ -8,17 +8,12 @@ mod common;
 use common::*;
 use zk_recipes::zookeeper_client::{Acls, CreateMode};
 use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockGuard, Session};
-use zk_testcluster::ZkVersion;
 
 const LOCKS: usize = 48;
 
 /// Whether the run's server answers a multi's creates with their `Stat`.
 fn batches() -> bool {
-    let (_, minor, patch) = ZkVersion::from_env().expect("ZK_VERSION").parts();
-    match minor {
-        7 | 8 => patch >= 2,
-        m => m > 8,
-    }
+    multi_creates_answer_stat()
 }
 
 async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
@@ -143,6 +138,46 @@ async fn a_create_that_fails_a_batch_fails_alone_and_the_others_acquire() {
     assert!(children(&common::raw(&other), "/locks/acl/theirs").await.is_empty());
     s.close().await;
     other.close().await;
+}
+
+/// Acquires on fresh paths (a lock per order id), many at once on one session: once the session
+/// guesses that parents are missing, each join sends the parent's create and ours in one `multi`
+/// where the server answers its creates' `Stat`, then the listing: two requests and their
+/// replies, where the parent's create and ours sent one by one are three. Each guard's token is
+/// still its node's czxid. On 3.8.0 nothing changes: three requests each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_path_acquires_send_the_parents_create_with_ours_where_the_server_allows() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let s = session(&connect).await;
+    learn_fresh_paths(&s, "/orders/learn").await;
+    // A first round lets the session learn what its server can do, if it has not yet.
+    let mutexes = |round: usize| -> Vec<InterProcessMutex> {
+        (0..LOCKS).map(|i| InterProcessMutex::new(&s, &format!("/orders/r{round}-o{i}")).unwrap()).collect()
+    };
+    for g in acquire_all(&mutexes(0)).await {
+        g.unwrap().release().await.unwrap();
+    }
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
+    let round = mutexes(1);
+    let before = packets(&zk).await;
+    let guards: Vec<LockGuard> = acquire_all(&round).await.into_iter().map(|g| g.unwrap()).collect();
+    let used = packets(&zk).await - before;
+    let each = used as f64 / LOCKS as f64;
+    tracing::info!(used, each, "packets for {LOCKS} acquires on fresh paths");
+    // Slack for the session's heartbeat and the `mntr` requests.
+    let requests = if batches() { 2 } else { 3 };
+    let per = 2 * requests as i64;
+    assert!(
+        (per * LOCKS as i64..=per * LOCKS as i64 + 8).contains(&used),
+        "{used} packets for {LOCKS} fresh-path acquires ({each} each): not {requests} requests each"
+    );
+    tokens_are_czxids(&connect, &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
 }
 
 /// Acquires dropped at random points while their creates wait for a batch, or ride in one,
