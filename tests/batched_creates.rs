@@ -151,16 +151,19 @@ async fn fresh_path_acquires_send_the_parents_create_with_ours_where_the_server_
     let zk = standalone().await;
     let connect = zk.connect_string();
     let s = session(&connect).await;
-    learn_fresh_paths(&s, "/orders/learn").await;
-    // A first round lets the session learn what its server can do, if it has not yet.
+    // First rounds, all at once: they teach the session that parents are missing, and what its
+    // server can do. Their first creates fail (the parent is missing) before any probe can go
+    // out (under the parent, once a create is in); they must not use up the session's probes.
     let mutexes = |round: usize| -> Vec<InterProcessMutex> {
         (0..LOCKS).map(|i| InterProcessMutex::new(&s, &format!("/orders/r{round}-o{i}")).unwrap()).collect()
     };
-    for g in acquire_all(&mutexes(0)).await {
-        g.unwrap().release().await.unwrap();
+    for round in 0..3 {
+        for g in acquire_all(&mutexes(round)).await {
+            g.unwrap().release().await.unwrap();
+        }
     }
     assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
-    let round = mutexes(1);
+    let round = mutexes(3);
     let before = packets(&zk).await;
     let guards: Vec<LockGuard> = acquire_all(&round).await.into_iter().map(|g| g.unwrap()).collect();
     let used = packets(&zk).await - before;

@@ -60,7 +60,9 @@ const WINDOW: usize = 2;
 /// The most creates in one `multi` (far below the server's `jute.maxbuffer`).
 const MOST: usize = 256;
 
-/// How many probes one generation tries before it keeps to plain creates.
+/// How many probes one generation sends before it keeps to plain creates. A probe asked by a
+/// create that then fails (a fresh lock path's parent was missing) is not sent, and not counted:
+/// a per-order session's first creates all fail so.
 const PROBES: u8 = 3;
 
 /// A plain create's answer: the node's `Stat` and its sequence number.
@@ -128,7 +130,6 @@ impl Creates {
             let probe = !known && (state.in_flight > 0 || alone) && !state.probing && state.probes < PROBES;
             if probe {
                 state.probing = true;
-                state.probes += 1;
             }
             if now {
                 state.in_flight += 1;
@@ -203,6 +204,7 @@ impl Creates {
             Some(("", _)) | None => "/".to_string(),
             Some((parent, _)) => parent.to_string(),
         };
+        lock(&self.state).probes += 1;
         let this = self.clone();
         let job: Job = Box::pin(async move {
             if let Err(e) = this.features.learn(&this.client, &parent).await {
