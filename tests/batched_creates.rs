@@ -299,3 +299,38 @@ async fn a_batch_whose_reply_is_lost_is_recovered_node_by_node_not_duplicated() 
     }
     s.close().await;
 }
+
+/// A fresh path's parent's create and ours, sent in one `multi` (where the server allows it),
+/// whose reply is lost with the connection: the `multi` landed whole, and the join's recovery
+/// finds our node by its protection prefix, once, its token its czxid. (On 3.8.0 the two
+/// creates go one by one, and the same holds.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fresh_paths_multi_whose_reply_is_lost_is_recovered_not_duplicated() {
+    use std::time::Duration;
+    init_tracing();
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    learn_fresh_paths(&s, "/orders-lost").await;
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
+    let path = "/orders-lost/o1";
+    let mutex = InterProcessMutex::new(&s, path).unwrap();
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let acquiring = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { within("acquire", mutex.acquire()).await }
+    });
+    eventually("our node landed", || async { children(&admin, path).await.len() == 1 }).await;
+    proxy.set_reply_latency(Duration::ZERO);
+    proxy.cut();
+    let guard = acquiring.await.unwrap().unwrap();
+    assert!(mutex.stats().recoveries >= 1, "the recovery path did not run: {:?}", mutex.stats());
+    let nodes = children(&admin, path).await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
+    assert_eq!(guard.session_generation(), 1, "the session did not survive the cut");
+    tokens_are_czxids(&zk.connect_string(), std::slice::from_ref(&guard)).await;
+    guard.release().await.unwrap();
+    s.close().await;
+}
