@@ -8,17 +8,12 @@ mod common;
 use common::*;
 use zk_recipes::zookeeper_client::{Acls, CreateMode};
 use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockGuard, Session};
-use zk_testcluster::ZkVersion;
 
 const LOCKS: usize = 48;
 
 /// Whether the run's server answers a multi's creates with their `Stat`.
 fn batches() -> bool {
-    let (_, minor, patch) = ZkVersion::from_env().expect("ZK_VERSION").parts();
-    match minor {
-        7 | 8 => patch >= 2,
-        m => m > 8,
-    }
+    multi_creates_answer_stat()
 }
 
 async fn packets(zk: &zk_testcluster::ZkCluster) -> i64 {
@@ -145,6 +140,49 @@ async fn a_create_that_fails_a_batch_fails_alone_and_the_others_acquire() {
     other.close().await;
 }
 
+/// Acquires on fresh paths (a lock per order id), many at once on one session: once the session
+/// guesses that parents are missing, each join sends the parent's create and ours in one `multi`
+/// where the server answers its creates' `Stat`, then the listing: two requests and their
+/// replies, where the parent's create and ours sent one by one are three. Each guard's token is
+/// still its node's czxid. On 3.8.0 nothing changes: three requests each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fresh_path_acquires_send_the_parents_create_with_ours_where_the_server_allows() {
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let s = session(&connect).await;
+    // First rounds, all at once: they teach the session that parents are missing, and what its
+    // server can do. Their first creates fail (the parent is missing) before any probe can go
+    // out (under the parent, once a create is in); they must not use up the session's probes.
+    let mutexes = |round: usize| -> Vec<InterProcessMutex> {
+        (0..LOCKS).map(|i| InterProcessMutex::new(&s, &format!("/orders/r{round}-o{i}")).unwrap()).collect()
+    };
+    for round in 0..3 {
+        for g in acquire_all(&mutexes(round)).await {
+            g.unwrap().release().await.unwrap();
+        }
+    }
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
+    let round = mutexes(3);
+    let before = packets(&zk).await;
+    let guards: Vec<LockGuard> = acquire_all(&round).await.into_iter().map(|g| g.unwrap()).collect();
+    let used = packets(&zk).await - before;
+    let each = used as f64 / LOCKS as f64;
+    tracing::info!(used, each, "packets for {LOCKS} acquires on fresh paths");
+    // Slack for the session's heartbeat and the `mntr` requests.
+    let requests = if batches() { 2 } else { 3 };
+    let per = 2 * requests as i64;
+    assert!(
+        (per * LOCKS as i64..=per * LOCKS as i64 + 8).contains(&used),
+        "{used} packets for {LOCKS} fresh-path acquires ({each} each): not {requests} requests each"
+    );
+    tokens_are_czxids(&connect, &guards).await;
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    s.close().await;
+}
+
 /// Acquires dropped at random points while their creates wait for a batch, or ride in one,
 /// leave no node behind: a create still queued is never sent, and one sent is found and
 /// deleted by the dropped acquire's cleanup.
@@ -259,5 +297,40 @@ async fn a_batch_whose_reply_is_lost_is_recovered_node_by_node_not_duplicated() 
     for g in guards {
         g.release().await.unwrap();
     }
+    s.close().await;
+}
+
+/// A fresh path's parent's create and ours, sent in one `multi` (where the server allows it),
+/// whose reply is lost with the connection: the `multi` landed whole, and the join's recovery
+/// finds our node by its protection prefix, once, its token its czxid. (On 3.8.0 the two
+/// creates go one by one, and the same holds.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fresh_paths_multi_whose_reply_is_lost_is_recovered_not_duplicated() {
+    use std::time::Duration;
+    init_tracing();
+    let zk = standalone().await;
+    let admin = client(&zk.connect_string()).await;
+    let proxy = zk.proxy().unwrap();
+    let s = session_with_timeout(&proxy.connect_string(), Duration::from_secs(10)).await;
+    learn_fresh_paths(&s, "/orders-lost").await;
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
+    let path = "/orders-lost/o1";
+    let mutex = InterProcessMutex::new(&s, path).unwrap();
+    proxy.set_reply_latency(Duration::from_secs(3));
+    let acquiring = tokio::spawn({
+        let mutex = mutex.clone();
+        async move { within("acquire", mutex.acquire()).await }
+    });
+    eventually("our node landed", || async { children(&admin, path).await.len() == 1 }).await;
+    proxy.set_reply_latency(Duration::ZERO);
+    proxy.cut();
+    let guard = acquiring.await.unwrap().unwrap();
+    assert!(mutex.stats().recoveries >= 1, "the recovery path did not run: {:?}", mutex.stats());
+    let nodes = children(&admin, path).await;
+    assert_eq!(nodes.len(), 1, "{nodes:?}");
+    assert_eq!(guard.node_path(), format!("{path}/{}", nodes[0]));
+    assert_eq!(guard.session_generation(), 1, "the session did not survive the cut");
+    tokens_are_czxids(&zk.connect_string(), std::slice::from_ref(&guard)).await;
+    guard.release().await.unwrap();
     s.close().await;
 }

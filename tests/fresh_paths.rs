@@ -97,3 +97,64 @@ async fn a_wrong_guess_refused_by_an_acl_does_not_fail_the_acquire() {
     assert!(children(&admin, "/closed/lock").await.is_empty());
     s.close().await;
 }
+
+/// Where the server allows it, a guessed fresh path's parent's create and ours go in one
+/// `multi`. When the parent exists (another session holds the lock), the `multi` fails whole:
+/// our create goes again alone, and we queue behind the holder. The holder's and our tokens are
+/// each node's czxid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_parent_that_exists_falls_back_to_our_create_and_we_queue_behind_its_holder() {
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let other = session(&zk.connect_string()).await;
+    let admin = client(&zk.connect_string()).await;
+    learn_fresh_paths(&s, "/orders-e").await;
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(multi_creates_answer_stat()));
+    let held = InterProcessMutex::new(&other, "/orders-e/o1").unwrap().acquire().await.unwrap();
+    let mutex = InterProcessMutex::new(&s, "/orders-e/o1").unwrap();
+    let mut waiting = Waiter::lock(mutex.clone(), None);
+    waiting.queued().await;
+    // Two rounds where the parent's create went with ours (the second, ours alone); one where
+    // the parent's create went plain beside ours.
+    let rounds = if multi_creates_answer_stat() { 2 } else { 1 };
+    assert_eq!(mutex.stats().creates, rounds, "{:?}", mutex.stats());
+    assert_eq!(children(&admin, "/orders-e/o1").await.len(), 2, "one node each");
+    let token = held.fencing_token();
+    assert_eq!(token, admin.check_stat(held.node_path()).await.unwrap().unwrap().czxid as u64);
+    held.release().await.unwrap();
+    let next = within("the waiter enters", waiting.result()).await.unwrap().unwrap();
+    assert_eq!(next.current_status(), LockStatus::Held);
+    let stat = admin.check_stat(next.node_path()).await.unwrap().expect("our node");
+    assert_eq!(next.fencing_token(), stat.czxid as u64);
+    assert!(next.fencing_token() > token);
+    assert_eq!(children(&admin, "/orders-e/o1").await.len(), 1);
+    next.release().await.unwrap();
+    s.close().await;
+    other.close().await;
+}
+
+/// A guessed fresh path whose parent's own parent is missing too: the `multi` (or the parent's
+/// create) fails with NoNode, the parents are made one by one, and the acquire holds, its token
+/// its node's czxid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guessed_fresh_path_whose_grandparent_is_missing_makes_the_parents() {
+    let zk = standalone().await;
+    let s = session(&zk.connect_string()).await;
+    let admin = client(&zk.connect_string()).await;
+    learn_fresh_paths(&s, "/orders-f").await;
+    for i in 0..3 {
+        let path = format!("/orders-f/deep{i}/customer/o1");
+        let guard = InterProcessMutex::new(&s, &path).unwrap().acquire().await.unwrap();
+        assert_eq!(guard.current_status(), LockStatus::Held);
+        let stat = admin.check_stat(guard.node_path()).await.unwrap().expect("our node");
+        assert_eq!(guard.fencing_token(), stat.czxid as u64, "{path}");
+        assert_eq!(children(&admin, &path).await.len(), 1);
+        guard.release().await.unwrap();
+    }
+    // The session still guesses fresh paths: the next one goes in one round.
+    let guard = InterProcessMutex::new(&s, "/orders-f/o9").unwrap().acquire().await.unwrap();
+    let stat = admin.check_stat(guard.node_path()).await.unwrap().expect("our node");
+    assert_eq!(guard.fencing_token(), stat.czxid as u64);
+    guard.release().await.unwrap();
+    s.close().await;
+}

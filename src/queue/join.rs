@@ -8,7 +8,7 @@ use zookeeper_client::Error as ZkError;
 use super::entry::{self, Entry, PendingCreate};
 use super::plan::{JoinInputs, JoinPlan, Listing, ParentCreate};
 use super::rule::{Admission, Decision};
-use super::sender::{Listed, ZkResult};
+use super::sender::{Created, Listed, NotCreated, ZkResult};
 use super::stats::Count;
 use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
@@ -42,7 +42,7 @@ impl Queue {
         node_prefix.push_str(marker);
         let create_path = self.root.child(&node_prefix);
         let pending = PendingCreate::new(conn, &self.root, &protection, &self.janitor);
-        let mut plan = JoinPlan::first(self.join_inputs());
+        let mut plan = JoinPlan::first(self.join_inputs(conn));
         let mut parent_races = 0;
         loop {
             if plan.make_parents {
@@ -52,9 +52,7 @@ impl Queue {
             let sent = self.sender(conn).join_round(&plan, &create_path, data, &self.acls);
             let grandparent_missing = self.parent_answer(sent.parent, &plan).await?;
             let created = sent.create.await;
-            if plan.teaches_parent_guess {
-                self.session.shared().guesses.parent_missing.note(matches!(created, Err(ZkError::NoNode)));
-            }
+            self.teach_parent_guess(&plan, &created);
             match created {
                 Ok((stat, seq, resent)) => {
                     pending.disarm();
@@ -66,11 +64,18 @@ impl Queue {
                     };
                     return self.listed(conn, entry, &plan, listing).await;
                 }
-                Err(ZkError::NoNode) if parent_races < PARENT_RACE_ATTEMPTS => {
+                Err(NotCreated::Parent(e)) if parent_races < PARENT_RACE_ATTEMPTS => {
+                    // Nothing of the `multi` landed; its listing may have set a child watch on
+                    // a parent that was there, which our next create fires.
+                    self.keep_listings_watch(conn, sent.listing).await;
+                    parent_races += 1;
+                    plan = plan.after_parent_failed(matches!(e, ZkError::NoNode));
+                }
+                Err(NotCreated::Ours(ZkError::NoNode)) if parent_races < PARENT_RACE_ATTEMPTS => {
                     parent_races += 1;
                     plan = plan.after_missing_parent(grandparent_missing);
                 }
-                Err(e) if crate::error::is_connection_loss(&e) => {
+                Err(NotCreated::Ours(e)) if crate::error::is_connection_loss(&e) => {
                     drop(sent.listing);
                     if let Some(joined) = self.recover(conn, &protection, &plan, data).await? {
                         pending.disarm();
@@ -79,7 +84,7 @@ impl Queue {
                     tracing::debug!(root = %self.root, "create lost with the connection; creating again");
                     plan = plan.after_lost_create();
                 }
-                Err(e) => {
+                Err(NotCreated::Ours(e) | NotCreated::Parent(e)) => {
                     // The create failed for sure: nothing to clean up.
                     pending.disarm();
                     return Err(Error::from_zk("create", &create_path, e));
@@ -88,8 +93,37 @@ impl Queue {
         }
     }
 
+    /// What a round's create teaches the session's guess that parents are missing: ours, when
+    /// no guess sent the parent's; the `multi` that sent the parent's with ours, when it made
+    /// the parent or found it there.
+    fn teach_parent_guess(&self, plan: &JoinPlan, created: &Created) {
+        let guess = &self.session.shared().guesses.parent_missing;
+        if plan.teaches_parent_guess {
+            guess.note(matches!(created, Err(NotCreated::Ours(ZkError::NoNode))));
+        } else if plan.parent == ParentCreate::WithOurs {
+            match created {
+                Ok(_) => guess.note(true),
+                Err(NotCreated::Parent(ZkError::NodeExists)) => guess.note(false),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Hands a listing's child watch, if it set one, to the session to keep until it fires
+    /// (dropped unfired, the client would remove it with a request of its own).
+    async fn keep_listings_watch(
+        &self,
+        conn: &Conn,
+        listing: Option<impl Future<Output = ZkResult<Listed>>>,
+    ) {
+        let Some(listing) = listing else { return };
+        if let Ok(Listed { watch: Some((watcher, _)), .. }) = listing.await {
+            conn.keep_until_fired(vec![(self.root.as_str().to_string(), watcher.changed())]);
+        }
+    }
+
     /// What decides a join's first plan: this queue's options, and the session's guesses.
-    fn join_inputs(&self) -> JoinInputs {
+    fn join_inputs(&self, conn: &Conn) -> JoinInputs {
         let guesses = &self.session.shared().guesses;
         // See `session/guess.rs`: never when a data watch is needed from the start (revocable
         // locks, the lock delay's release marks) or when the listing must read the root's
@@ -101,6 +135,7 @@ impl Queue {
             stand_in,
             root_data: self.root_data.is_some(),
             parent_missing: guesses.parent_missing.expect(),
+            together: conn.creates_together(),
             idle: stand_in && guesses.idle.expect(),
         }
     }

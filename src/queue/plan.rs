@@ -17,6 +17,10 @@ pub(super) struct JoinInputs {
     pub root_data: bool,
     /// The session's guess that the parent is missing (a fresh lock path).
     pub parent_missing: bool,
+    /// The connection's server answers a `multi`'s creates with their `Stat` and applies such
+    /// a `multi` (`ServerFeatures`, as the session's probe learned it): a guessed parent's
+    /// create and ours may go out as one request.
+    pub together: bool,
     /// The session's guess that our node will be alone (an idle lock); only asked when the
     /// child watch may stand in.
     pub idle: bool,
@@ -30,6 +34,12 @@ pub(super) enum ParentCreate {
     /// Sent on the session's guess: its answer teaches the guess, and a failure of it is not
     /// ours to report (our create, sent anyway, decides).
     Guessed,
+    /// Sent on the session's guess with ours, in one `multi` (one request and one transaction
+    /// for the server, where two plain creates are two): its answer teaches the guess. A failure
+    /// of the parent's fails ours too (a `multi` lands whole or not at all): the next round
+    /// sends ours alone when the parent was there, or makes the parents when its own parent
+    /// was missing.
+    WithOurs,
     /// Sent because our last create found the parent missing.
     Known,
 }
@@ -50,7 +60,7 @@ pub(super) enum Listing {
 }
 
 /// What one round of a join sends, in order: the parents one by one (awaited), then back to
-/// back the parent's create, ours and the listing.
+/// back the parent's create, ours (or the two in one `multi`) and the listing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct JoinPlan {
     /// Make the missing parents one by one before the round (`Sender::make_parents`).
@@ -65,11 +75,16 @@ pub(super) struct JoinPlan {
 
 impl JoinPlan {
     /// The first round. On the guess of a missing parent, its create goes first (a fresh path
-    /// costs one round trip and no failed create); a root that must carry data is made by
-    /// `make_parents` instead, so there our create goes alone, the listing after it.
+    /// costs one round trip and no failed create), in one `multi` with ours where the server
+    /// allows; a root that must carry data is made by `make_parents` instead, so there our
+    /// create goes alone, the listing after it.
     pub fn first(inputs: JoinInputs) -> JoinPlan {
         let guessed = inputs.parent_missing && !inputs.root_data;
-        let parent = if guessed { ParentCreate::Guessed } else { ParentCreate::Skip };
+        let parent = match (guessed, inputs.together) {
+            (false, _) => ParentCreate::Skip,
+            (true, false) => ParentCreate::Guessed,
+            (true, true) => ParentCreate::WithOurs,
+        };
         let alone = inputs.parent_missing && inputs.root_data;
         JoinPlan::round(inputs, false, parent, alone, !guessed)
     }
@@ -83,11 +98,21 @@ impl JoinPlan {
         JoinPlan::round(self.inputs, make_parents, parent, false, false)
     }
 
+    /// The round after the parent's create failed the `multi` it went out in with ours
+    /// ([`ParentCreate::WithOurs`]): after making the parents one by one when its own parent
+    /// was missing; else (the parent was there, most likely) ours alone, and the listing.
+    pub fn after_parent_failed(self, grandparent_missing: bool) -> JoinPlan {
+        if grandparent_missing {
+            return self.after_missing_parent(true);
+        }
+        JoinPlan::round(self.inputs, false, ParentCreate::Skip, false, false)
+    }
+
     /// The round after our create was lost with the connection (and no node of ours was found):
-    /// the same requests, but a guess is never taught twice.
+    /// the same requests, the parent's create plain, and a guess is never taught twice.
     pub fn after_lost_create(self) -> JoinPlan {
         let parent = match self.parent {
-            ParentCreate::Guessed => ParentCreate::Known,
+            ParentCreate::Guessed | ParentCreate::WithOurs => ParentCreate::Known,
             other => other,
         };
         let alone = self.listing == Listing::After;
@@ -103,7 +128,8 @@ impl JoinPlan {
     ) -> JoinPlan {
         // On a guessed fresh path or an idle lock, the listing's child watch stands in for the
         // data watch on our node.
-        let child_watch = inputs.stand_in && (parent == ParentCreate::Guessed || inputs.idle);
+        let guessed = matches!(parent, ParentCreate::Guessed | ParentCreate::WithOurs);
+        let child_watch = inputs.stand_in && (guessed || inputs.idle);
         let listing = match (alone, inputs.root_data, child_watch) {
             (true, _, _) => Listing::After,
             (false, true, _) => Listing::RootVersion,
@@ -135,11 +161,23 @@ mod tests {
     use super::*;
 
     /// A mutex's queue with default options.
-    const MUTEX: JoinInputs =
-        JoinInputs { watch_own: true, stand_in: true, root_data: false, parent_missing: false, idle: false };
+    const MUTEX: JoinInputs = JoinInputs {
+        watch_own: true,
+        stand_in: true,
+        root_data: false,
+        parent_missing: false,
+        together: false,
+        idle: false,
+    };
     /// A semaphore's: its root carries the maximum.
-    const SEMAPHORE: JoinInputs =
-        JoinInputs { watch_own: true, stand_in: false, root_data: true, parent_missing: false, idle: false };
+    const SEMAPHORE: JoinInputs = JoinInputs {
+        watch_own: true,
+        stand_in: false,
+        root_data: true,
+        parent_missing: false,
+        together: false,
+        idle: false,
+    };
 
     #[test]
     fn a_busy_lock_creates_lists_and_watches_its_node() {
@@ -174,6 +212,34 @@ mod tests {
         let idle =
             JoinPlan::first(JoinInputs { parent_missing: true, idle: true, ..MUTEX }).after_lost_create();
         assert_eq!(idle.listing, Listing::ChildWatch);
+    }
+
+    #[test]
+    fn where_the_server_allows_a_guessed_parent_goes_with_ours_in_one_multi() {
+        let fresh = JoinInputs { parent_missing: true, together: true, ..MUTEX };
+        let plan = JoinPlan::first(fresh);
+        assert_eq!(
+            (plan.make_parents, plan.parent, plan.listing),
+            (false, ParentCreate::WithOurs, Listing::ChildWatch)
+        );
+        assert!(!plan.teaches_parent_guess && !plan.sends_data_watch());
+        // Only on the guess of a missing parent; never for a root that carries data.
+        assert_eq!(JoinPlan::first(JoinInputs { together: true, ..MUTEX }).parent, ParentCreate::Skip);
+        let semaphore = JoinPlan::first(JoinInputs { parent_missing: true, together: true, ..SEMAPHORE });
+        assert_eq!((semaphore.parent, semaphore.listing), (ParentCreate::Skip, Listing::After));
+        // The parent was there: ours alone, the listing behind it, the guess not taught again.
+        let again = plan.after_parent_failed(false);
+        assert_eq!(
+            (again.make_parents, again.parent, again.listing),
+            (false, ParentCreate::Skip, Listing::Plain)
+        );
+        assert!(!again.teaches_parent_guess && again.sends_data_watch());
+        // Its own parent was missing: the parents one by one, then ours.
+        let again = plan.after_parent_failed(true);
+        assert_eq!((again.make_parents, again.parent), (true, ParentCreate::Skip));
+        // Lost with the connection, nothing of ours found: the parent's create goes plain.
+        let again = plan.after_lost_create();
+        assert_eq!((again.parent, again.listing), (ParentCreate::Known, Listing::Plain));
     }
 
     #[test]

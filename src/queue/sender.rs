@@ -13,18 +13,33 @@ use std::future::Future;
 
 use futures_util::future::Either;
 use zookeeper_client::{
-    Acl, Acls, CreateMode, CreateSequence, Error as ZkError, MultiReadResult, OneshotWatcher, Stat,
-    StateWatcher,
+    Acl, Acls, CreateMode, CreateSequence, Error as ZkError, MultiReadResult, MultiWriteError,
+    MultiWriteResult, OneshotWatcher, Stat, StateWatcher,
 };
 
 use super::plan::{JoinPlan, Listing, ParentCreate};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::session::{Conn, CreateFuture, Departure};
+use crate::session::{Conn, Departure};
 use crate::util::on_connection_loss;
 
 /// An answer from ZooKeeper.
 pub(super) type ZkResult<T> = std::result::Result<T, ZkError>;
+
+/// The answer to a round's create: our node's `Stat`, its sequence number, and whether it was
+/// sent again after another create failed the batch it first went out in (see
+/// `Conn::send_create`).
+pub(super) type Created = std::result::Result<(Stat, i64, bool), NotCreated>;
+
+/// Why a round's create did not make our node.
+#[derive(Debug)]
+pub(super) enum NotCreated {
+    /// Our create failed (or its answer was lost with the connection).
+    Ours(ZkError),
+    /// The parent's create, sent with ours in one `multi` ([`ParentCreate::WithOurs`]),
+    /// failed, and ours with it.
+    Parent(ZkError),
+}
 
 /// The requests of one queue (under `root`) on one connection.
 #[derive(Clone, Copy)]
@@ -33,8 +48,8 @@ pub(super) struct Sender<'a> {
     root: &'a LockPath,
 }
 
-/// A join's round, sent: the parent's create (if planned), ours, and the listing (if
-/// pipelined), each still to be answered.
+/// A join's round, sent: the parent's create (if planned alone), ours (with the parent's, if
+/// planned so), and the listing (if pipelined), each still to be answered.
 pub(super) struct Sent<P, C, L> {
     pub parent: Option<P>,
     pub create: C,
@@ -60,9 +75,11 @@ impl<'a> Sender<'a> {
 
     /// Sends a join's round as `plan` says, back to back: the parent's create (with `acls`),
     /// ours (our node at `path` with `data`: sent now, or with the session's other creates in
-    /// one `multi`, `Conn::send_create`), and the listing. When our create waits for such a
-    /// `multi`, the listing is not sent (`listing_after`): [`Sender::listing`] sends it once our
-    /// create is answered, so that it shows our node.
+    /// one `multi`, `Conn::send_create`), and the listing; for [`ParentCreate::WithOurs`], the
+    /// parent's create and ours in one `multi` ([`Sender::create_with_parent`]), then the
+    /// listing. When our create waits for a batch of creates, the listing is not sent
+    /// (`listing_after`): [`Sender::listing`] sends it once our create is answered, so that it
+    /// shows our node.
     pub fn join_round(
         self,
         plan: &JoinPlan,
@@ -71,17 +88,63 @@ impl<'a> Sender<'a> {
         acls: &'a [Acl],
     ) -> Sent<
         impl Future<Output = ZkResult<(Stat, CreateSequence)>> + 'a,
-        CreateFuture,
+        impl Future<Output = Created> + 'a,
         impl Future<Output = ZkResult<Listed>> + 'a,
     > {
         let (client, root) = (&self.conn.client, self.root.as_str());
-        let parent =
-            (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &parent_options(acls)));
-        // Behind the parent's create, ours goes at once: waiting for a batch would cost the round
-        // a round trip (per-order locks: measured slower batched, docs/performance.md).
-        let (create, sent) = self.conn.send_create(path, data, acls, parent.is_some());
+        let (parent, create, sent) = if plan.parent == ParentCreate::WithOurs {
+            (None, Either::Left(self.create_with_parent(path, data, acls)), true)
+        } else {
+            let parent =
+                (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &parent_options(acls)));
+            // Behind the parent's create, ours goes at once: waiting for a batch would cost the
+            // round a round trip (per-order locks: measured slower batched, docs/performance.md).
+            let (create, sent) = self.conn.send_create(path, data, acls, parent.is_some());
+            (parent, Either::Right(async move { create.await.map_err(NotCreated::Ours) }), sent)
+        };
         let listing = if sent { self.listing(plan) } else { None };
         Sent { parent, create, listing, listing_after: !sent && plan.listing != Listing::After }
+    }
+
+    /// Sends the parent's create (a CONTAINER node, with `acls`) and ours (as
+    /// [`Sender::join_round`]) in one `multi`, now. Our node's `Stat` is in the answer where
+    /// the server gives it (`ServerFeatures`); where it does not (the connection moved to an
+    /// older server since it was learned), the answer is a connection loss, for the join to
+    /// recover our node by its protection prefix: the `multi` landed whole or not at all.
+    fn create_with_parent(
+        self,
+        path: &'a str,
+        data: &[u8],
+        acls: &'a [Acl],
+    ) -> impl Future<Output = Created> + 'a {
+        let (client, root) = (&self.conn.client, self.root.as_str());
+        let mut writer = client.new_multi_writer();
+        let ours = CreateMode::EphemeralSequential.with_acls(Acls::new(acls));
+        let built = writer
+            .add_create(root, &[], &parent_options(acls))
+            .and_then(|()| writer.add_create(path, data, &ours));
+        // Sent here, by `commit`.
+        let committed = built.map(|()| writer.commit());
+        async move {
+            let answer = match committed {
+                Ok(committed) => committed.await,
+                Err(e) => return Err(NotCreated::Ours(e)),
+            };
+            match answer {
+                Ok(results) => match results.get(1) {
+                    Some(MultiWriteResult::Create { path: made, stat }) if !stat.is_invalid() => {
+                        let seq = crate::session::sequence_of(path, made).map_err(NotCreated::Ours)?;
+                        Ok((*stat, seq, false))
+                    }
+                    _ => Err(NotCreated::Ours(ZkError::ConnectionLoss)),
+                },
+                Err(MultiWriteError::OperationFailed { index: 0, source }) => Err(NotCreated::Parent(source)),
+                Err(
+                    MultiWriteError::OperationFailed { source, .. }
+                    | MultiWriteError::RequestFailed { source },
+                ) => Err(NotCreated::Ours(source)),
+            }
+        }
     }
 
     /// Sends the listing `plan` says (none for [`Listing::After`]).

@@ -13,9 +13,10 @@
 //! at all ([`super::ServerFeatures`]: not ZooKeeper 3.8.0, nor a 3.8.0 follower of a 3.9
 //! leader, which skips such a transaction; see docs/compatibility.md). That is learned by the
 //! session's probe: run once per connection, on the session's task, the first time a create
-//! that found another in flight is answered (under that create's parent, which exists then);
-//! until it is known, every create is
-//! sent at once, as on 3.8.0. Should a `multi` still answer a create without its `Stat` (the
+//! that found another in flight, or went out right behind its parent's create (a fresh lock
+//! path, whose parent's create and ours then go together: `queue/plan.rs`), is answered (under
+//! that create's parent, which exists then); until it is known, every create is sent at once,
+//! as on 3.8.0. Should a `multi` still answer a create without its `Stat` (the
 //! connection moved to an older server since), that node's `Stat` is read back.
 //!
 //! Invariants:
@@ -59,7 +60,9 @@ const WINDOW: usize = 2;
 /// The most creates in one `multi` (far below the server's `jute.maxbuffer`).
 const MOST: usize = 256;
 
-/// How many probes one generation tries before it keeps to plain creates.
+/// How many probes one generation sends before it keeps to plain creates. A probe asked by a
+/// create that then fails (a fresh lock path's parent was missing) is not sent, and not counted:
+/// a per-order session's first creates all fail so.
 const PROBES: u8 = 3;
 
 /// A plain create's answer: the node's `Stat` and its sequence number.
@@ -100,8 +103,9 @@ impl Creates {
         Creates { client, features, drive, state: Mutex::default() }
     }
 
-    /// Whether creates may go out together on the current connection.
-    fn batching(&self) -> bool {
+    /// Whether creates may go out together on the current connection (this generation's
+    /// creates, and a fresh path's parent's create with ours).
+    pub fn batching(&self) -> bool {
         self.features.get().is_some_and(|f| f.multi_create_stat && f.multi_create_applied)
     }
 
@@ -123,10 +127,9 @@ impl Creates {
             let mut state = lock(&self.state);
             let known = self.features.get().is_some();
             let now = alone || state.in_flight == 0 || !self.batching();
-            let probe = !known && state.in_flight > 0 && !state.probing && state.probes < PROBES;
+            let probe = !known && (state.in_flight > 0 || alone) && !state.probing && state.probes < PROBES;
             if probe {
                 state.probing = true;
-                state.probes += 1;
             }
             if now {
                 state.in_flight += 1;
@@ -201,6 +204,7 @@ impl Creates {
             Some(("", _)) | None => "/".to_string(),
             Some((parent, _)) => parent.to_string(),
         };
+        lock(&self.state).probes += 1;
         let this = self.clone();
         let job: Job = Box::pin(async move {
             if let Err(e) = this.features.learn(&this.client, &parent).await {
@@ -340,7 +344,7 @@ fn create(client: &Arc<Client>, path: String, data: Vec<u8>, acls: Vec<Acl>) -> 
 }
 
 /// The sequence ZooKeeper appended to our name prefix `asked` in the created path `made`.
-fn sequence_of(asked: &str, made: &str) -> Result<i64, ZkError> {
+pub(crate) fn sequence_of(asked: &str, made: &str) -> Result<i64, ZkError> {
     let prefix = asked.rsplit('/').next().unwrap_or(asked);
     let name = made.rsplit('/').next().unwrap_or(made);
     name.strip_prefix(prefix)

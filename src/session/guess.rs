@@ -5,9 +5,11 @@
 //!   and the listing back to back (one round trip). When the parent is missing (a fresh lock
 //!   path per order id, or a CONTAINER parent reaped while unused), both fail, and a second
 //!   round trip follows. A session whose recent joins mostly met a missing parent sends the
-//!   parent's create first, then ours and the listing, back to back: one round trip for a fresh
+//!   parent's create first, then ours and the listing, back to back (the two creates in one
+//!   `multi` where the server answers their `Stat`: `queue/plan.rs`): one round trip for a fresh
 //!   path, and no failed create. A wrong guess costs a failed create of the parent (the parent
-//!   existed) or a round trip (it was missing), nothing else.
+//!   existed; with the `multi`, a round trip more to send ours alone) or a round trip (it was
+//!   missing), nothing else.
 //! * **The lock is idle** (`Guesses::idle`). A session whose recent joins
 //!   each found their node alone in the listing lets the listing's child watch stand in for the
 //!   data watch on its node (one request and reply fewer; see `queue::entry::

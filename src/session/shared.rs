@@ -367,6 +367,13 @@ impl Conn {
         self.creates.send(path, data, acls, alone)
     }
 
+    /// Whether the server of the current connection answers a `multi`'s creates with their
+    /// `Stat` and applies such a `multi`, as the session's probe learned it (`creates.rs`):
+    /// `false` until it is known.
+    pub fn creates_together(&self) -> bool {
+        self.creates.batching()
+    }
+
     fn shared(&self) -> Option<Arc<Shared>> {
         self.shared.upgrade()
     }

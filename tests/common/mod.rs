@@ -526,6 +526,16 @@ pub async fn exclusion_round(sessions: &[Session], admin: &Client, path: &str, r
     assert!(children(admin, path).await.is_empty(), "round {round}");
 }
 
+/// Whether the run's server (`ZK_VERSION`) answers a `multi`'s creates with their `Stat`
+/// (ZOOKEEPER-4026: 3.7.2+, 3.8.2+, 3.9): where it does, a session's creates may go together.
+pub fn multi_creates_answer_stat() -> bool {
+    let (_, minor, patch) = zk_testcluster::ZkVersion::from_env().expect("ZK_VERSION").parts();
+    match minor {
+        7 | 8 => patch >= 2,
+        m => m > 8,
+    }
+}
+
 /// Teaches `s` that its joins meet missing parents (the session's parent hint), on fresh paths
 /// under `base`: its next joins guess a fresh path (`tests/fresh_paths*.rs`).
 pub async fn learn_fresh_paths(s: &Session, base: &str) {
