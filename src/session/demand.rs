@@ -58,13 +58,26 @@ impl Demand {
     }
 
     /// Someone asks until `until` (a caller of the window, the linger).
+    ///
+    /// The session's task is woken only when the time asked for before had passed: while it has
+    /// not, the task is beating, and it looks again at the latest of its beats' answers or at
+    /// that time, whichever comes first, and finds the later one then. A session that takes
+    /// locks often so wakes its task for none of them.
     pub(super) fn ask_until(&self, until: Instant) {
         let mut current = lock(&self.until);
         if current.is_none_or(|c| c < until) {
+            let asking = current.is_some_and(|c| c > Instant::now());
             *current = Some(until);
             drop(current);
-            self.wake.notify_one();
+            if !asking {
+                self.wake.notify_one();
+            }
         }
+    }
+
+    /// Whether a time asked for has not passed yet (the session's task is beating).
+    fn lingers(&self) -> bool {
+        lock(&self.until).is_some_and(|until| until > Instant::now())
     }
 
     /// Whether anyone asks at `now`, besides `receivers` live receivers of the contacts; and
@@ -103,8 +116,11 @@ pub(crate) struct Asking {
 
 impl Asking {
     /// Asks `demand` for the window until dropped; then, if it was the last, for `linger` more.
+    ///
+    /// The session's task is woken only when nobody asked a moment ago: within the linger it is
+    /// beating already (see [`Demand::ask_until`]).
     pub(super) fn new(demand: &Arc<Demand>, linger: Duration) -> Asking {
-        if demand.count.fetch_add(1, Ordering::SeqCst) == 0 {
+        if demand.count.fetch_add(1, Ordering::SeqCst) == 0 && !demand.lingers() {
             demand.wake.notify_one();
         }
         Asking { demand: Arc::downgrade(demand), linger }
@@ -118,5 +134,55 @@ impl Drop for Asking {
                 demand.ask_until(Instant::now() + self.linger);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the session's task would be woken now (a stored wake-up is taken).
+    fn woken(demand: &Demand) -> bool {
+        let woken = std::pin::pin!(demand.woken());
+        crate::util::poll_now(woken).is_some()
+    }
+
+    #[test]
+    fn holds_taken_within_the_linger_wake_the_sessions_task_for_none_of_them() {
+        let demand = Arc::new(Demand::new(false));
+        let linger = Duration::from_secs(600);
+        // The first asker wakes the task (it starts beating), and so does the end of the last
+        // one (the task learns when the linger ends).
+        let first = Asking::new(&demand, linger);
+        assert!(woken(&demand));
+        drop(first);
+        assert!(woken(&demand));
+        assert!(demand.asked(Instant::now(), false).is_some());
+        // Within the linger the task is beating: cycles of acquire and release, and callers
+        // of the window, wake it no more.
+        for _ in 0..3 {
+            let next = Asking::new(&demand, linger);
+            assert!(demand.asked(Instant::now(), false) == Some(None));
+            drop(next);
+            demand.ask_until(Instant::now() + linger);
+        }
+        assert!(!woken(&demand));
+        assert!(demand.asked(Instant::now(), false).is_some_and(|until| until.is_some()));
+    }
+
+    #[test]
+    fn an_asker_after_the_linger_wakes_the_sessions_task() {
+        let demand = Arc::new(Demand::new(false));
+        // No linger: once dropped, nobody asks (the time asked for is the drop's instant).
+        drop(Asking::new(&demand, Duration::ZERO));
+        assert!(woken(&demand));
+        assert!(demand.asked(Instant::now() + Duration::from_millis(1), false).is_none());
+        let again = Asking::new(&demand, Duration::ZERO);
+        assert!(woken(&demand));
+        drop(again);
+        assert!(woken(&demand));
+        // A caller of the window after the linger passed wakes it too.
+        demand.ask_until(Instant::now() + Duration::from_secs(600));
+        assert!(woken(&demand));
     }
 }

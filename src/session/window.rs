@@ -112,6 +112,9 @@ impl Shared {
     /// A suspended session whose window is still warm (a waiter that beat while it waited)
     /// does not wait. Cancel-safe: it only observes.
     pub(crate) async fn window_ready(&self, generation: u64, deadline: Option<Instant>) {
+        if self.contact.demand.is_warm() {
+            return;
+        }
         let mut warm = self.contact.demand.warm_changes();
         let mut states = self.reports.status.subscribe();
         let bound = Instant::now() + self.session_timeout();
