@@ -39,6 +39,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
+/// How many waiters join at once. Each join lists the queue: a wave's listings are answered
+/// back to back and wait in the server's memory (and then the client's) until read, so the
+/// waves bound what the joins hold at once, whatever the machine's load; what is counted is
+/// the waiters once all are queued.
+const WAVE: usize = 512;
+
 /// The server's count of watches (`wchs`: "Total watches:N").
 async fn total_watches(zk: &ZkCluster) -> usize {
     let text = zk.four_letter(0, "wchs").await.expect("wchs");
@@ -50,21 +56,26 @@ async fn total_watches(zk: &ZkCluster) -> usize {
 
 /// Live heap bytes per waiter while `n` waiters, each with a handle of its own, are queued on
 /// one lock behind a holder, on one session; every waiter then acquires and releases in turn.
+/// The waiters join in waves of [`WAVE`], each wave watching before the next joins.
 async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> isize {
     let holder = InterProcessMutex::new(s, path).unwrap().acquire().await.unwrap();
     let watches = total_watches(zk).await;
     let before = LIVE.load(Ordering::Relaxed);
-    let waiters: Vec<_> = (0..n)
-        .map(|_| {
+    let mut waiters = Vec::with_capacity(n);
+    while waiters.len() < n {
+        let wave = WAVE.min(n - waiters.len());
+        waiters.extend((0..wave).map(|_| {
             let mutex = InterProcessMutex::new(s, path).unwrap();
             tokio::spawn(async move { mutex.acquire().await?.release().await })
-        })
-        .collect();
-    // Once it has listed the queue and parsed it, each waiter watches the node ahead of it and
-    // that node's tombstone's name (the waiter behind a node moves up on its tombstone without
-    // listing): two watches a waiter, less the one path already watched when we counted (one
-    // session: a path's watch counts once).
-    eventually("every waiter watching", || async { total_watches(zk).await >= watches + 2 * n - 1 }).await;
+        }));
+        // Once it has listed the queue and parsed it, each waiter watches the node ahead of it
+        // and that node's tombstone's name (the waiter behind a node moves up on its tombstone
+        // without listing): two watches a waiter, less the one path already watched when we
+        // counted (one session: a path's watch counts once).
+        let queued = waiters.len();
+        eventually("every waiter watching", || async { total_watches(zk).await >= watches + 2 * queued - 1 })
+            .await;
+    }
     let queued = LIVE.load(Ordering::Relaxed);
     holder.release().await.unwrap();
     for w in waiters {
@@ -85,9 +96,9 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     // Not `common::standalone()`: it installs a tracing subscriber, whose captured output
     // would allocate during the count when RUST_LOG is set. A server with 1 GiB of heap, not
     // the harness's 256 MiB: the joins of 4,096 waiters on one connection have it answer
-    // 4,096 listings of up to 4,096 names back to back, which wait in its memory until the
-    // client reads them (256 MiB ends the server with an OutOfMemoryError; 512 MiB was enough
-    // on 3.9.3).
+    // listings of up to 4,096 names back to back, which wait in its memory until the client
+    // reads them (all 4,096 joining at once, 256 MiB ended the server with an
+    // OutOfMemoryError, 512 MiB was enough on 3.9.3; in waves, it has room to spare).
     let zk = ZkCluster::start(ClusterConfig::default().heap_mb(1024)).await.expect("standalone");
     let s = session(&zk.connect_string()).await;
     // First a long queue, so that the session's buffers and maps have grown to the size a
@@ -95,6 +106,7 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
     let short = bytes_per_waiter(&zk, &s, "/locks/memory", SHORT).await;
     let long = bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
+    eprintln!("live heap per queued waiter: {short} B with {SHORT} waiters, {long} B with {LONG}");
     assert!(
         long < short + short / 4,
         "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows \
