@@ -291,9 +291,8 @@ impl LockCore {
     /// Cancel-safe: a dropped acquire leaves no node behind (its cleanup runs in the
     /// background; [`LockCore::settled`] awaits it).
     ///
-    /// Not an `async fn`: the request is read before the future is made, so that the future
-    /// keeps only what it uses (an acquire's future keeps room for its largest state for as long
-    /// as its waiter waits: the memory per queued waiter, `tests/memory.rs`).
+    /// Not an `async fn`: the request is read before the future is made, which then keeps only
+    /// what it uses (memory per queued waiter, `tests/memory.rs`).
     pub fn acquire<'a>(
         &'a self,
         request: Acquire<'a>,
@@ -373,8 +372,7 @@ impl LockCore {
             };
             let conn = conn?;
             tracing::Span::current().record("generation", conn.generation);
-            // The attempt's outcome is read into what follows before anything else is awaited:
-            // held across an await, it would take room in every state of this future.
+            // Read before the next await: held across one, it would take room in every state.
             let entry = match self.attempt(&conn, request, deadline, progress).await {
                 Ok(Ok(entry)) => entry,
                 Ok(Err(Missed::NotFree)) => return Ok(None),
@@ -439,8 +437,8 @@ impl LockCore {
         progress: &mut Progress<'_>,
     ) -> Result<std::result::Result<Entry, Missed>> {
         // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
-        // Boxed, as the wait below: an acquire's future keeps room for its largest state for as
-        // long as it lives, and a waiter lives long (memory per queued waiter).
+        // Boxed, as the wait: an acquire's future keeps room for its largest state for as long
+        // as it lives, and a waiter lives long (memory per queued waiter).
         let joining = Box::pin(self.queue.join(conn, request.marker, &self.data));
         let Some(joined) = by_deadline(deadline, joining).await else {
             return Ok(Err(Missed::OutOfTime));
@@ -481,9 +479,8 @@ impl LockCore {
         deadline: Option<Instant>,
         progress: &mut Progress<'_>,
     ) -> Result<std::result::Result<(), Missed>> {
-        // The states below that are not the wait are boxed too, each only while it runs: the
-        // future keeps room for the largest of its states. (Most queues' roots carry no data:
-        // nothing to check, nothing allocated.)
+        // The states that are not the wait are boxed, each only while it runs: the future keeps
+        // room for the largest of its states. (Most roots carry no data: nothing to check.)
         if self.queue.root_carries_data() {
             match Box::pin(by_deadline(deadline, self.queue.verify_root(entry.conn(), root))).await {
                 None => return Ok(Err(Missed::OutOfTime)),
@@ -515,8 +512,7 @@ impl LockCore {
         }
     }
 
-    /// What a join gave, noted (the queue's length, our node in the span): our entry, the
-    /// listing and the root's version at it.
+    /// A join's entry, listing and root version, noted (the queue's length, our node's span).
     fn joined(
         &self,
         joined: crate::queue::Joined,

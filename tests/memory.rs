@@ -119,8 +119,8 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     // about 330 B), the own-node watch 192 B and the two watches ahead 168 B each, the
     // client's three watches 120 B each and the paths it keeps for two of them (69 and 33 B),
     // our node's path (88 B, shared with the session's record of our nodes), the name watched
-    // (72 B, shared by the round and its watches), two lists of watches (32 B each): 3.7 KB,
-    // the same with 100 waiters. It was 5.5 KB: the task 2,048 B (its future kept room for
+    // (72 B, shared by the round and its watches), two lists of watches (32 B each): 3.6 KB,
+    // the same with 100 waiters. It was 5.4 KB (5,442 B): the task 2,048 B (its future kept room for
     // states it was not in: the request, the span and the connection twice, a match's
     // answer held across a later await, a timer for a wait without a deadline), the boxed
     // wait 1,032 B (the arming of the watches kept inside the wait, a map of changes seen), the
