@@ -7,6 +7,7 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
+use futures_util::future::FutureExt;
 use tokio::sync::OwnedMutexGuard;
 use tracing::Instrument;
 
@@ -145,7 +146,7 @@ fn by_deadline<F: std::future::Future>(
     deadline: Option<Instant>,
     fut: F,
 ) -> impl std::future::Future<Output = Option<F::Output>> {
-    use futures_util::future::{Either, FutureExt};
+    use futures_util::future::Either;
     match deadline {
         Some(deadline) => Either::Left(tokio::time::timeout_at(deadline.into(), fut).map(Result::ok)),
         None => Either::Right(fut.map(Some)),
@@ -181,7 +182,8 @@ pub(crate) struct LockCore {
     queue: Queue,
     marker: &'static str,
     rule: Arc<dyn Admission>,
-    data: Vec<u8>,
+    /// Our nodes' data (the participant id), shared with every entry of this handle.
+    data: Arc<[u8]>,
     policy: LossPolicy,
     recipe: &'static str,
     reentrant: bool,
@@ -223,7 +225,7 @@ impl LockCore {
             queue,
             marker: options.format.marker(spec.marker),
             rule: spec.rule,
-            data: options.data(),
+            data: Arc::from(options.data()),
             policy: options.loss_policy,
             recipe: spec.recipe,
             reentrant: spec.reentrant,
@@ -288,7 +290,13 @@ impl LockCore {
     /// # Cancel safety
     /// Cancel-safe: a dropped acquire leaves no node behind (its cleanup runs in the
     /// background; [`LockCore::settled`] awaits it).
-    pub async fn acquire(&self, request: Acquire<'_>) -> Result<Option<LockGuard>> {
+    ///
+    /// Not an `async fn`: the request is read before the future is made, which then keeps only
+    /// what it uses (memory per queued waiter, `tests/memory.rs`).
+    pub fn acquire<'a>(
+        &'a self,
+        request: Acquire<'a>,
+    ) -> impl std::future::Future<Output = Result<Option<LockGuard>>> + 'a {
         let span = tracing::info_span!(
             "acquire",
             recipe = self.recipe,
@@ -298,7 +306,6 @@ impl LockCore {
             generation = tracing::field::Empty,
             fencing_token = tracing::field::Empty,
         );
-        let mut record = Record { labels: &self.labels, started: Instant::now(), outcome: "cancelled" };
         let Acquire { wait, marker, rule, take_turn, events } = request;
         let request = Request {
             wait,
@@ -306,20 +313,24 @@ impl LockCore {
             rule: rule.unwrap_or(self.rule.as_ref()),
             take_turn,
         };
-        let mut progress = Progress::new(events);
-        let result = self.acquire_inner(&request, span.clone(), &mut progress).instrument(span).await;
-        record.outcome = match (&result, wait) {
-            (Ok(Some(_)), _) => "acquired",
-            (Ok(None), Wait::Try) => "busy",
-            (Ok(None), _) => "timeout",
-            (Err(Error::Timeout(_)), _) => "timeout",
-            (Err(_), _) => "error",
+        let acquiring = async move {
+            let mut record = Record { labels: &self.labels, started: Instant::now(), outcome: "cancelled" };
+            let mut progress = Progress::new(events);
+            let result = self.acquire_inner(&request, &mut progress).await;
+            record.outcome = match (&result, request.wait) {
+                (Ok(Some(_)), _) => "acquired",
+                (Ok(None), Wait::Try) => "busy",
+                (Ok(None), _) => "timeout",
+                (Err(Error::Timeout(_)), _) => "timeout",
+                (Err(_), _) => "error",
+            };
+            if !progress.total_delay().is_zero() {
+                self.labels.lock_delay(progress.total_delay());
+            }
+            progress.end(end_event(&result, matches!(request.wait, Wait::Try)));
+            result
         };
-        if !progress.total_delay().is_zero() {
-            self.labels.lock_delay(progress.total_delay());
-        }
-        progress.end(end_event(&result, matches!(wait, Wait::Try)));
-        result
+        acquiring.instrument(span)
     }
 
     /// What an acquire that waited without a bound and got no guard means: `Wait::Forever`
@@ -328,10 +339,11 @@ impl LockCore {
         Error::Closed { path: self.path().to_string() }
     }
 
+    /// The acquire, in its span: the local turn, then attempts (one per session generation)
+    /// until one is admitted or misses.
     async fn acquire_inner(
         &self,
         request: &Request<'_>,
-        span: tracing::Span,
         progress: &mut Progress<'_>,
     ) -> Result<Option<LockGuard>> {
         let wait = request.wait;
@@ -359,15 +371,10 @@ impl LockCore {
                 return self.gave_up(wait);
             };
             let conn = conn?;
-            span.record("generation", conn.generation);
-            match self.attempt(&conn, request, deadline, &span, progress).await {
-                Ok(Ok(entry)) => {
-                    // Admitted: the hold is handed out once its window is proven (at once on a
-                    // session that was asked for it recently; dropped meanwhile, the entry's
-                    // node is deleted as after any cancelled acquire).
-                    Box::pin(session.window_ready(conn.generation, deadline)).await;
-                    return Ok(Some(self.hold(entry, turn)));
-                }
+            tracing::Span::current().record("generation", conn.generation);
+            // Read before the next await: held across one, it would take room in every state.
+            let entry = match self.attempt(&conn, request, deadline, progress).await {
+                Ok(Ok(entry)) => entry,
                 Ok(Err(Missed::NotFree)) => return Ok(None),
                 Ok(Err(Missed::OutOfTime)) => return self.gave_up(wait),
                 Err(Error::SessionExpired) if !conn.session_closed() => {
@@ -376,13 +383,19 @@ impl LockCore {
                         "the session expired while queued; queueing again on the new session"
                     );
                     progress.requeued(conn.generation + 1);
+                    continue;
                 }
                 Err(Error::SessionExpired) => return Err(Error::SessionClosed),
                 // A close deletes our node and ends the client under us: whatever the wait
                 // saw first (our node's deletion, say), the session's close is what happened.
                 Err(_) if conn.session_closed() => return Err(Error::SessionClosed),
                 Err(e) => return Err(e),
-            }
+            };
+            // Admitted: the hold is handed out once its window is proven (at once on a session
+            // that was asked for it recently; dropped meanwhile, the entry's node is deleted as
+            // after any cancelled acquire).
+            Box::pin(session.window_ready(conn.generation, deadline)).await;
+            return Ok(Some(self.hold(entry, turn)));
         }
     }
 
@@ -421,30 +434,32 @@ impl LockCore {
         conn: &Conn,
         request: &Request<'_>,
         deadline: Option<Instant>,
-        span: &tracing::Span,
         progress: &mut Progress<'_>,
     ) -> Result<std::result::Result<Entry, Missed>> {
         // A join cut short by the deadline is cleaned up in the background (see `PendingCreate`).
-        // Boxed, as the wait below: an acquire's future keeps room for its largest state for as
-        // long as it lives, and a waiter lives long (memory per queued waiter).
+        // Boxed, as the wait: an acquire's future keeps room for its largest state for as long
+        // as it lives, and a waiter lives long (memory per queued waiter).
         let joining = Box::pin(self.queue.join(conn, request.marker, &self.data));
         let Some(joined) = by_deadline(deadline, joining).await else {
             return Ok(Err(Missed::OutOfTime));
         };
-        let crate::queue::Joined { mut entry, children, root } = joined?;
-        self.labels.queue_length(children.len());
-        span.record("node", entry.name());
-        span.record("seq", entry.seq());
-        match self.admit(&mut entry, (children, root), request, deadline, progress).await {
-            Ok(Ok(())) => Ok(Ok(entry)),
-            Ok(Err(missed)) => {
-                if let Some(left) = Box::pin(self.leave_bounded(entry)).await {
+        let (mut entry, children, root) = self.joined(joined?);
+        // Read into `missed` before the leave is awaited (see `acquire_inner`).
+        let missed = match self.admit(&mut entry, children, root, request, deadline, progress).await {
+            Ok(Ok(())) => return Ok(Ok(entry)),
+            Ok(Err(missed)) => Ok(missed),
+            Err(e) => Err(e),
+        };
+        let left = Box::pin(self.leave_bounded(entry)).await;
+        match missed {
+            Ok(missed) => {
+                if let Some(left) = left {
                     left?;
                 }
                 Ok(Err(missed))
             }
             Err(e) => {
-                if let Some(Err(leave)) = Box::pin(self.leave_bounded(entry)).await {
+                if let Some(Err(leave)) = left {
                     tracing::debug!(error = %leave, "leaving after an error");
                 }
                 Err(e)
@@ -452,42 +467,62 @@ impl LockCore {
         }
     }
 
-    /// Whether our joined entry is admitted within the deadline: the root checked, then a
-    /// try's decision on the join's listing, or the wait for our turn.
+    /// Whether our joined entry is admitted within the deadline: the root checked (`root`: its
+    /// version at the join's listing, `children`), then a try's decision on the join's listing,
+    /// or the wait for our turn.
     async fn admit(
         &self,
         entry: &mut Entry,
-        (children, root): (Vec<String>, Option<crate::queue::RootVersion>),
+        children: Vec<String>,
+        root: Option<crate::queue::RootVersion>,
         request: &Request<'_>,
         deadline: Option<Instant>,
         progress: &mut Progress<'_>,
     ) -> Result<std::result::Result<(), Missed>> {
-        // The states below that are not the wait are boxed too, each only while it runs: the
-        // future keeps room for the largest of its states. (`verify_root` boxes its one read
-        // itself: for most queues it reads nothing, and allocates nothing.)
-        let conn = entry.conn().clone();
-        match by_deadline(deadline, self.queue.verify_root(&conn, root)).await {
-            None => return Ok(Err(Missed::OutOfTime)),
-            Some(Err(e)) => return Err(e),
-            Some(Ok(())) => {}
+        // The states that are not the wait are boxed, each only while it runs: the future keeps
+        // room for the largest of its states. (Most roots carry no data: nothing to check.)
+        if self.queue.root_carries_data() {
+            match Box::pin(by_deadline(deadline, self.queue.verify_root(entry.conn(), root))).await {
+                None => return Ok(Err(Missed::OutOfTime)),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(())) => {}
+            }
         }
         let rule = request.rule;
         if let Wait::Try = request.wait {
-            return match self.queue.decide(entry, rule, &children)? {
-                (queue, me, Decision::Proceed) => {
-                    Box::pin(self.queue.admitted(entry, rule, &queue, me)).await?;
-                    Ok(Ok(()))
-                }
-                _ => Ok(Err(Missed::NotFree)),
-            };
+            let (queue, me, decision) = self.queue.decide(entry, rule, &children)?;
+            if decision != Decision::Proceed {
+                return Ok(Err(Missed::NotFree));
+            }
+            Box::pin(self.queue.admitted(entry, rule, &queue, me)).await?;
+            return Ok(Ok(()));
         }
-        let waiting = Box::pin(
-            self.queue.wait_turn(entry, rule, children, progress).instrument(tracing::debug_span!("wait")),
-        );
-        match by_deadline(deadline, waiting).await {
+        let waiting =
+            self.queue.wait_turn(entry, rule, children, progress).instrument(tracing::debug_span!("wait"));
+        // Boxed with the deadline's timer only when there is a deadline: a waiter without one
+        // keeps no room for a timer.
+        let waiting: std::pin::Pin<Box<dyn std::future::Future<Output = Option<Result<()>>> + Send + '_>> =
+            match deadline {
+                None => Box::pin(waiting.map(Some)),
+                Some(deadline) => Box::pin(tokio::time::timeout_at(deadline.into(), waiting).map(Result::ok)),
+            };
+        match waiting.await {
             Some(result) => result.map(Ok),
             None => Ok(Err(Missed::OutOfTime)),
         }
+    }
+
+    /// A join's entry, listing and root version, noted (the queue's length, our node's span).
+    fn joined(
+        &self,
+        joined: crate::queue::Joined,
+    ) -> (Entry, Vec<String>, Option<crate::queue::RootVersion>) {
+        let crate::queue::Joined { entry, children, root } = joined;
+        self.labels.queue_length(children.len());
+        let span = tracing::Span::current();
+        span.record("node", entry.name());
+        span.record("seq", entry.seq());
+        (entry, children, root)
     }
 
     /// Leaves the queue after an attempt that was not admitted. While the connection is up,

@@ -28,27 +28,31 @@ use metrics::Label;
 
 use crate::status::ConnectionState;
 
-/// The labels of one recipe handle, built once: recording a metric costs one small vector,
-/// whether or not a recorder is installed.
+/// The labels of one recipe handle: its recipe and role, made into the metric's labels when one
+/// is recorded (one small vector then, whether or not a recorder is installed). Kept as the two
+/// names, not as labels built ahead: a handle keeps them for as long as it lives, and a process
+/// may keep thousands of handles queued (memory per queued waiter, `tests/memory.rs`).
 #[derive(Clone, Debug)]
 pub(crate) struct Labels {
-    /// `recipe` and `role`.
-    base: Arc<[Label]>,
+    recipe: &'static str,
+    /// The role the application gave the path; `None`: `default`.
+    role: Option<Arc<str>>,
 }
 
 impl Labels {
     pub fn new(recipe: &'static str, role: Option<&Arc<str>>) -> Labels {
-        let role = match role {
+        Labels { recipe, role: role.cloned() }
+    }
+
+    /// The base labels (`recipe` and `role`), then `extra` when given.
+    fn with(&self, extra: Option<Label>) -> Vec<Label> {
+        let role = match &self.role {
             Some(role) => Label::new("role", role.clone()),
             None => Label::from_static_parts("role", "default"),
         };
-        Labels { base: Arc::new([Label::from_static_parts("recipe", recipe), role]) }
-    }
-
-    /// The base labels, then `extra` when given.
-    fn with(&self, extra: Option<Label>) -> Vec<Label> {
-        let mut labels = Vec::with_capacity(self.base.len() + 1);
-        labels.extend_from_slice(&self.base);
+        let mut labels = Vec::with_capacity(3);
+        labels.push(Label::from_static_parts("recipe", self.recipe));
+        labels.push(role);
         labels.extend(extra);
         labels
     }

@@ -8,7 +8,7 @@ use crate::session::Conn;
 pub(super) struct Node {
     pub(super) conn: Conn,
     pub(super) root: LockPath,
-    pub(super) path: String,
+    pub(super) path: std::sync::Arc<str>,
     pub(super) czxid: i64,
     /// Whether our releases are clean ones (the lock delay is on: `Departure::Clean`).
     pub(super) clean_releases: bool,

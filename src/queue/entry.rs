@@ -6,6 +6,8 @@
 //!   protection prefix (checking the owner session) and deletes it in the background;
 //! * [`Entry`] lives while we have a node: dropped armed, it deletes that node in the background.
 
+use std::sync::Arc;
+
 use zookeeper_client::Error as ZkError;
 
 use super::own_watch::{AloneCheck, OwnEvent, OwnNodeWatch, PendingEvent};
@@ -67,10 +69,10 @@ impl Drop for PendingCreate {
 pub(crate) struct Entry {
     conn: Conn,
     root: LockPath,
-    /// Child name, e.g. `_c_<uuid>-lock-0000000042`.
-    name: String,
-    /// Full path.
-    path: String,
+    /// Full path, its child name (e.g. `_c_<uuid>-lock-0000000042`) after the root's. One
+    /// string, shared with the session's record of our live nodes: a waiter keeps it for as long
+    /// as it waits (memory per queued waiter, `tests/memory.rs`).
+    path: Arc<str>,
     seq: i32,
     /// The creating transaction's zxid: the fencing token.
     czxid: i64,
@@ -79,8 +81,8 @@ pub(crate) struct Entry {
     /// Someone asked us to release (our node's data was set to `__REVOKE__`) while we waited;
     /// the hold starts as `RevocationRequested`.
     revoke_requested: bool,
-    /// Our node's data (the participant id), for rewriting it unchanged.
-    data: Vec<u8>,
+    /// Our node's data (the participant id), for rewriting it unchanged: the handle's.
+    data: Arc<[u8]>,
     /// What our delete says (see [`Leaving`]).
     leaving: Leaving,
     janitor: Janitor,
@@ -92,23 +94,22 @@ impl Entry {
     pub fn new(
         conn: &Conn,
         root: &LockPath,
-        (name, seq, czxid): (String, i32, i64),
-        data: &[u8],
+        (name, seq, czxid): (&str, i32, i64),
+        data: &Arc<[u8]>,
         leaving: Leaving,
         janitor: &Janitor,
     ) -> Entry {
-        let path = root.child(&name);
+        let path: Arc<str> = Arc::from(root.child(name));
         conn.track(&path);
         Entry {
             conn: conn.clone(),
             path,
             root: root.clone(),
-            name,
             seq,
             czxid,
             own: OwnNodeWatch::default(),
             revoke_requested: false,
-            data: data.to_vec(),
+            data: data.clone(),
             leaving,
             janitor: janitor.clone(),
             armed: true,
@@ -117,7 +118,9 @@ impl Entry {
 
     /// Our node's name in the queue.
     pub fn name(&self) -> &str {
-        &self.name
+        // The root is never `/` (a `LockPath` is a directory under it): the name starts after
+        // the root's length and a slash.
+        &self.path[self.root.as_str().len() + 1..]
     }
 
     /// Our node's sequence number.
@@ -228,7 +231,7 @@ impl Entry {
     /// # Errors
     /// [`Error::NodeDeleted`] when our node is gone; errors of the write.
     pub async fn touch(&mut self) -> Result<()> {
-        let path = self.path.as_str();
+        let path: &str = &self.path;
         match Sender::new(&self.conn, &self.root).write(path, &self.data).await {
             Ok(_) => Ok(()),
             Err(ZkError::NoNode) => Err(Error::NodeDeleted { path: path.to_string() }),
@@ -259,7 +262,7 @@ impl Entry {
     pub fn gone(&mut self) -> Error {
         self.disarm();
         self.conn.untrack(&self.path);
-        Error::NodeDeleted { path: self.path.clone() }
+        Error::NodeDeleted { path: self.path.to_string() }
     }
 
     /// The node is gone, or someone else now answers for it: dropping must not delete it.
@@ -293,7 +296,7 @@ impl Entry {
         let alone = self.own.take_alone();
         EntryParts {
             conn: self.conn.clone(),
-            path: std::mem::take(&mut self.path),
+            path: self.path.clone(),
             czxid: self.czxid,
             own: self.own.take_event(),
             follow_own: self.own.follows(),
@@ -365,7 +368,7 @@ impl Leaving {
 /// What a holder takes over from an admitted [`Entry`].
 pub(crate) struct EntryParts {
     pub conn: Conn,
-    pub path: String,
+    pub path: Arc<str>,
     pub czxid: i64,
     pub own: Option<PendingEvent>,
     pub follow_own: bool,
@@ -385,7 +388,7 @@ impl Drop for Entry {
             return;
         }
         let departure = self.leaving.departure();
-        let (conn, root, path) = (self.conn.clone(), self.root.clone(), std::mem::take(&mut self.path));
+        let (conn, root, path) = (self.conn.clone(), self.root.clone(), self.path.clone());
         // Keep the own-watch until the delete is done, so that it is consumed by the deletion
         // rather than removed by a separate request.
         let own = self.own.take_event();

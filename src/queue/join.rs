@@ -1,6 +1,7 @@
 //! Taking a place in the queue (`Queue::join`) and deciding on a listing (`Queue::decide`).
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures_util::future::Either;
 use zookeeper_client::Error as ZkError;
@@ -33,7 +34,7 @@ impl Queue {
     ///
     /// # Cancel safety
     /// Cancel-safe: a drop at any await leaves no node behind (see [`PendingCreate`]).
-    pub async fn join(&self, conn: &Conn, marker: &str, data: &[u8]) -> Result<Joined> {
+    pub async fn join(&self, conn: &Conn, marker: &str, data: &Arc<[u8]>) -> Result<Joined> {
         self.janitor.remember_runtime();
         let protection = self.scheme.new_protection();
         // Room for the sequence suffix (at most eleven characters) that names the node.
@@ -173,18 +174,24 @@ impl Queue {
     }
 
     /// Our entry, once our create returned `(czxid, sequence)`: named by the sequence.
-    fn entry_created(&self, conn: &Conn, prefix: String, (czxid, seq): (i64, i64), data: &[u8]) -> Entry {
+    fn entry_created(
+        &self,
+        conn: &Conn,
+        prefix: String,
+        (czxid, seq): (i64, i64),
+        data: &Arc<[u8]>,
+    ) -> Entry {
         let mut name = prefix;
         match i32::try_from(seq) {
             Ok(seq) => crate::naming::push_sequence_text(&mut name, seq),
             // Not a sequence of ZooKeeper 3.x; named as the client names it.
             Err(_) => name.push_str(&seq.to_string()),
         }
-        self.entry(conn, name, seq_i32(seq), czxid, data)
+        self.entry(conn, &name, seq_i32(seq), czxid, data)
     }
 
     /// An entry for our node `name`, carrying `data` and the queue's release marks.
-    fn entry(&self, conn: &Conn, name: String, seq: i32, czxid: i64, data: &[u8]) -> Entry {
+    fn entry(&self, conn: &Conn, name: &str, seq: i32, czxid: i64, data: &Arc<[u8]>) -> Entry {
         let leaving = entry::Leaving::new(self.lock_delay.is_some(), self.tombstones());
         Entry::new(conn, &self.root, (name, seq, czxid), data, leaving, &self.janitor)
     }
@@ -235,7 +242,7 @@ impl Queue {
         conn: &Conn,
         protection: &str,
         plan: &JoinPlan,
-        data: &[u8],
+        data: &Arc<[u8]>,
     ) -> Result<Option<Joined>> {
         self.counters.bump(Count::Recovery);
         let sender = self.sender(conn);
@@ -250,7 +257,7 @@ impl Queue {
         let (name, czxid) = found.remove(0);
         let seq = self.scheme.parse(&name).map(|n| n.seq).unwrap_or_default();
         tracing::debug!(node = %name, "recovered our node after a connection loss");
-        let mut entry = self.entry(conn, name, seq, czxid, data);
+        let mut entry = self.entry(conn, &name, seq, czxid, data);
         if plan.watches_own() {
             entry.watch_self().await?;
             entry.follow_own_watch();

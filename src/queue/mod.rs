@@ -260,6 +260,11 @@ impl Queue {
         self.sender(conn).revoke(name).await
     }
 
+    /// Whether the root must carry data (see [`Queue::verify_root`]).
+    pub fn root_carries_data(&self) -> bool {
+        self.root_data.is_some()
+    }
+
     /// Checks that the root carries [`Queue::root_data`], storing it when the root has none.
     /// Called with our node in the queue, so the root can't be reaped and re-created meanwhile.
     /// `listed`: the root's version as the join's listing saw it; when it is the one last

@@ -1,6 +1,8 @@
 //! Waiting for our turn (`Queue::wait_turn`): the loop of decisions and waits, and what an
 //! admitted waiter does with the watches it no longer needs.
 
+use std::sync::Arc;
+
 use zookeeper_client::{Error as ZkError, EventType};
 
 use super::entry::Entry;
@@ -9,7 +11,7 @@ use super::own_watch::OwnEvent;
 use super::rule::{Admission, Decision};
 use super::sender::Sender;
 use super::stats::Count;
-use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Watching, Woke};
+use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Report, Seen, Watching, Woke};
 use super::{session_error, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
@@ -33,39 +35,40 @@ impl Queue {
         children: Vec<String>,
         progress: &mut Progress<'_>,
     ) -> Result<()> {
+        // A waiter keeps only what it watches: with many waiters in one process, each keeping
+        // its listing (and the queue parsed from it) would cost memory quadratic in the queue's
+        // length, and the state held across this future's waits is room it keeps for as long
+        // as it waits (`tests/memory.rs`). So each round is planned from the listing and the
+        // listing let go (`next_round`), and what runs only briefly (arming the watches, the
+        // listings, entering) is boxed while it runs.
         let mut children = children;
         let mut kept = Kept::default();
         loop {
-            let (queue, me, decision) = self.decide(entry, rule, &children)?;
-            if decision == Decision::Proceed {
-                tracing::debug!(position = me, "admitted");
-                self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-                Box::pin(self.hold_back(entry, progress)).await?;
-                return Box::pin(self.admitted(entry, rule, &queue, me)).await;
-            }
-            let mut round = self.plan_wait(rule, &queue, me, decision, progress);
-            // A waiter keeps only what it watches: with many waiters in one process, each
-            // keeping its listing (and the queue parsed from it) would cost memory quadratic in
-            // the queue's length (`tests/memory.rs`).
-            drop(queue);
-            drop(std::mem::take(&mut children));
+            // The decision is read in a block of its own: held across the waits below, it would
+            // take room in every state of this future.
+            let (round, report) = {
+                let next = self.next_round(entry, rule, children, progress)?;
+                match next {
+                    Next::Wait(round, report) => (round, report),
+                    Next::Admitted(queue, me) => {
+                        self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
+                        return Box::pin(self.enter_now(entry, rule, queue, me, progress)).await;
+                    }
+                }
+            };
             entry.watch_own_for_wait(round.enters_on_deletion());
-            if self.watches_children(decision) {
-                let listing = self.watch_children(entry, &mut kept.listed, round.report.take(), progress);
-                children = Box::pin(listing).await?;
+            if round.children_watch {
+                children = Box::pin(self.watch_children(entry, &mut kept.listed, report, progress)).await?;
                 continue;
             }
-            let watching = Watching { names: &round.watched, tomb_for: round.tomb_for.as_deref() };
-            let woke = self
-                .until_any_gone(
-                    entry,
-                    watching,
-                    &mut kept.seen,
-                    (&mut kept.armed, &mut kept.tombs),
-                    round.report.take(),
-                    progress,
-                )
-                .await?;
+            let watching = Watching { names: &round.watched, tomb: round.tomb };
+            let tombs = (&mut kept.armed, &mut kept.tombs);
+            let arming = self.arm_round(entry, watching, &mut kept.seen, tombs, report, progress);
+            let known = Box::pin(arming).await?;
+            let woke = match known {
+                Some(woke) => woke,
+                None => self.until_fired(entry, &mut kept.armed, &round.watched).await?,
+            };
             if Box::pin(self.enter_behind_head(entry, &round, woke, &mut kept, progress)).await? {
                 return Ok(());
             }
@@ -76,8 +79,41 @@ impl Queue {
         }
     }
 
+    /// Decides on `children` (let go here): admitted, with the queue and our place in it, or
+    /// the round to wait (see [`Queue::plan_wait`]) and what to report once its watches are set.
+    fn next_round(
+        &self,
+        entry: &Entry,
+        rule: &dyn Admission,
+        children: Vec<String>,
+        progress: &mut Progress<'_>,
+    ) -> Result<Next> {
+        let (queue, me, decision) = self.decide(entry, rule, &children)?;
+        drop(children);
+        if decision == Decision::Proceed {
+            tracing::debug!(position = me, "admitted");
+            return Ok(Next::Admitted(queue, me));
+        }
+        let (mut round, report) = self.plan_wait(rule, &queue, me, decision, progress);
+        round.children_watch = self.watches_children(decision);
+        Ok(Next::Wait(round, report))
+    }
+
+    /// Admitted on a listing: the lock delay's rest, then what an admission does.
+    async fn enter_now(
+        &self,
+        entry: &mut Entry,
+        rule: &dyn Admission,
+        queue: Vec<QueueNode>,
+        me: usize,
+        progress: &mut Progress<'_>,
+    ) -> Result<()> {
+        self.hold_back(entry, progress).await?;
+        self.admitted(entry, rule, &queue, me).await
+    }
+
     /// What a waiter at `me` watches this round under `decision` (not `Proceed`), and what
-    /// their events will mean.
+    /// their events will mean; and what to report once it watches, if anything.
     fn plan_wait(
         &self,
         rule: &dyn Admission,
@@ -85,11 +121,12 @@ impl Queue {
         me: usize,
         decision: Decision,
         progress: &mut Progress<'_>,
-    ) -> WaitRound {
-        let mut tomb_for = None;
+    ) -> (WaitRound, Option<Report>) {
+        let mut tomb = false;
         // Whether our node leaves a tombstone if admitted at the head.
         let leaves = self.tombstones() && rule.leaves_tombstone(queue, me);
-        let watched: Vec<String> = match decision {
+        let name = |i: usize| Arc::<str>::from(queue[i].name.as_str());
+        let watched: Vec<Arc<str>> = match decision {
             Decision::Proceed => Vec::new(),
             Decision::Wait { on, then_proceed } => {
                 let mut ahead = rule.lookahead(queue, me, on).filter(|&a| a < on);
@@ -103,7 +140,7 @@ impl Queue {
                     && on + 1 == me
                     && rule.leaves_tombstone(queue, on)
                 {
-                    tomb_for = Some(queue[on].name.clone());
+                    tomb = true;
                     ahead = None;
                 }
                 let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
@@ -113,25 +150,26 @@ impl Queue {
                 if self.lock_delay.is_some() && (0..me).all(|i| rule.decide(queue, i) == Decision::Proceed) {
                     watched.extend((0..me).filter(|i| *i != on && Some(*i) != ahead));
                 }
-                watched.into_iter().map(|i| queue[i].name.clone()).collect()
+                watched.into_iter().map(name).collect()
             }
-            Decision::WaitAny { upto } => queue[..upto].iter().map(|n| n.name.clone()).collect(),
+            Decision::WaitAny { upto } => (0..upto).map(name).collect(),
         };
         tracing::debug!(position = me, watching = watched.len(), "waiting");
         let report = match progress.listening() {
             true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
             false => None,
         };
-        WaitRound {
+        let round = WaitRound {
             watched,
-            tomb_for,
+            tomb,
             then_proceed: matches!(decision, Decision::Wait { then_proceed: true, .. }),
             // Entering on the deletion of the node waited on makes us the head when that node
             // was the head at this listing and we were right behind it.
             at_head_next: matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves,
             leaves,
-            report,
-        }
+            children_watch: false,
+        };
+        (round, report)
     }
 
     /// Enters on the event that woke us alone when it admits us (see
@@ -163,7 +201,7 @@ impl Queue {
             }
         }
         self.counters.bump(Count::RelistSaved);
-        if round.tomb_for.is_some() && !round.then_proceed {
+        if round.tomb && !round.then_proceed {
             self.counters.bump(Count::BehindHead);
         }
         entry.admitted_at_head(at_head);
@@ -194,7 +232,7 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) {
         for (i, name) in round.watched.iter().enumerate() {
-            if children.contains(name) {
+            if children.iter().any(|child| **child == **name) {
                 continue;
             }
             let clean = match armed.remove(name).and_then(|mut watch| poll_now(watch.as_mut())) {
@@ -243,7 +281,7 @@ impl Queue {
         &self,
         entry: &mut Entry,
         listed: &mut Option<ArmedWatch>,
-        report: Option<(bool, usize, String)>,
+        report: Option<Report>,
         progress: &mut Progress<'_>,
     ) -> Result<Vec<String>> {
         if let Some(watch) = listed.take() {
@@ -347,8 +385,8 @@ impl Queue {
 /// The watches a waiter keeps from one round to the next.
 #[derive(Default)]
 struct Kept {
-    /// Per watched node, the latest data change we have accounted for (see `until_any_gone`).
-    seen: std::collections::HashMap<String, i64>,
+    /// Per watched node, the latest data change we have accounted for (see `arm_round`).
+    seen: Seen,
     /// Watches set in an earlier round that have not fired: kept, not set again.
     armed: Armed,
     /// A first waiter's child watch on the root, set by its latest listing (see
@@ -361,25 +399,39 @@ struct Kept {
 
 /// What a waiter watches in one round, and what their events mean.
 struct WaitRound {
-    /// The nodes ahead that wake it, the one it waits on first.
-    watched: Vec<String>,
-    /// The node just ahead whose tombstone it watches too, if any.
-    tomb_for: Option<String>,
+    /// The nodes ahead that wake it, the one it waits on first. Their names are shared with
+    /// the watches kept on them (`Armed`): a waiter keeps them for as long as it waits.
+    watched: Vec<Arc<str>>,
+    /// Whether it watches the tombstone of the node it waits on too (then the node just ahead,
+    /// watched alone).
+    tomb: bool,
     /// The deletion of the node waited on alone admits it.
     then_proceed: bool,
     /// Entering on that deletion makes it the head (that node was the head at this listing).
     at_head_next: bool,
     /// Our node leaves a tombstone if admitted at the head.
     leaves: bool,
-    /// For a report: first of its attempt, how many ahead, the head's name.
-    report: Option<(bool, usize, String)>,
+    /// It waits on a child watch on the root (see [`Queue::watch_children`]).
+    children_watch: bool,
+}
+
+/// What a listing says to a waiter: admitted (the queue, our place in it), or the round to
+/// wait and what to report once it watches.
+enum Next {
+    Admitted(Vec<QueueNode>, usize),
+    Wait(WaitRound, Option<Report>),
 }
 
 impl WaitRound {
     /// Whether the waiter may enter on a deletion of the node it waits on alone (its own node
     /// then needs a watch, set before the one on the node ahead).
     fn enters_on_deletion(&self) -> bool {
-        self.then_proceed || self.tomb_for.is_some()
+        self.then_proceed || self.tomb
+    }
+
+    /// The node whose tombstone it watches, if any.
+    fn tomb_for(&self) -> Option<&str> {
+        self.tomb.then(|| &*self.watched[0])
     }
 
     /// Whether the event that woke us admits us without a listing, and if so whether we are
@@ -389,7 +441,7 @@ impl WaitRound {
     /// before it gone (see `Queue::tombstones`). (The node waited on is the first watched; any
     /// other is looked at again.)
     fn behind_head(&self, woke: Woke, tombs: &mut Armed) -> Option<bool> {
-        match (woke, &self.tomb_for) {
+        match (woke, self.tomb_for()) {
             (Woke::Deleted(0), _) if self.then_proceed => Some(self.at_head_next),
             (Woke::Deleted(0), Some(name)) => tomb_fired(tombs, name).then_some(self.leaves),
             _ => None,

@@ -1,5 +1,7 @@
 //! The watches a waiter sets on the nodes ahead of it, and on its own node while it waits.
 
+use std::sync::Arc;
+
 use zookeeper_client::{Error as ZkError, EventType};
 
 use super::entry::Entry;
@@ -11,36 +13,37 @@ use super::{session_error, Queue};
 use crate::error::{Error, Result};
 
 impl Queue {
-    /// Waits until one of the nodes named in `watching` is deleted (or its data changes), while
-    /// watching our own node too; reports the wait (`report`: first of its attempt, how many
-    /// ahead, the head's name) once the watches are set. The tombstone named in `watching` is
-    /// watched too (in `tombs`), before the nodes, but never wakes us: its creation comes just
+    /// Sets a waiting round's watches: on the nodes named in `watching` (kept in `armed`), and on
+    /// the tombstone named there (in `tombs`), before the nodes; reports the wait (`report`)
+    /// once they are set. `Some(woke)` when we know already that we must look again: a node is
+    /// gone, the connection was lost, or a node's data changed after our node was created (and
+    /// after the last change we already looked again for, kept in `seen`: a change made between
+    /// our listing and our watch would be missed by the watch). `None`: wait for the watches
+    /// ([`Queue::until_fired`]). The tombstone's watch never wakes us: its creation comes just
     /// before its node's deletion, which does (see `Queue::tombstones`).
     ///
-    /// A change made between our listing and our watch would be missed by the watch, so a node
-    /// whose data changed after our node was created (and after the last change we already
-    /// looked again for, kept in `seen`) wakes us at once.
-    pub(super) async fn until_any_gone(
+    /// Its caller boxes it while it runs: a waiter keeps none of it while it waits.
+    pub(super) async fn arm_round(
         &self,
         entry: &mut Entry,
         watching: Watching<'_>,
-        seen: &mut std::collections::HashMap<String, i64>,
+        seen: &mut Seen,
         (armed, tombs): (&mut Armed, &mut Armed),
-        report: Option<(bool, usize, String)>,
+        report: Option<Report>,
         progress: &mut Progress<'_>,
-    ) -> Result<Woke> {
+    ) -> Result<Option<Woke>> {
         let names = watching.names;
         let conn = entry.conn().clone();
         let sender = Sender::new(&conn, &self.root);
         // A watch we no longer need is dropped (removed); one we still need is kept as it is:
         // it has seen every change since it was set.
         armed.retain(|name, _| names.contains(name));
-        tombs.retain(|name, _| Some(name.as_str()) == watching.tomb_for);
+        tombs.retain(|name, _| Some(name) == watching.tomb_for());
         // The tombstone's exists watch goes first: its creation, if it comes, is then reported
         // before the node's deletion, or before the answer that finds the node gone.
-        let tomb = watching.tomb_for.filter(|name| !tombs.contains_key(name)).map(|name| {
+        let tomb = watching.tomb_for().filter(|name| !tombs.contains_key(name)).map(|name| {
             let path = crate::markers::tombstone_of(&self.root.child(name));
-            (name, Box::pin(sender.watch_tomb(&path)))
+            (name, sender.watch_tomb(&path))
         });
         let paths: Vec<String> = names.iter().map(|n| self.root.child(n)).collect();
         // Sent back to back, answered in order.
@@ -50,23 +53,30 @@ impl Queue {
             .map(|(name, path)| (!armed.contains_key(name)).then(|| sender.watch_ahead(path)))
             .collect();
         // The head's participant id, for a report: read behind the watches.
-        let head = report.as_ref().map(|(_, _, head)| Box::pin(sender.read(&self.root.child(head))));
+        let head = report.as_ref().map(|(_, _, head)| sender.read(&self.root.child(head)));
         if let Some((name, request)) = tomb {
             arm_tomb(tombs, name, request.await);
         }
-        let arming = arm_watches(requests, (names, &paths), seen, armed, entry.czxid());
-        let changed = match Box::pin(arming).await? {
+        let changed = match arm_watches(requests, (names, &paths), seen, armed, entry.czxid()).await? {
             Ok(changed) => changed,
-            Err(woke) => return Ok(woke),
+            Err(woke) => return Ok(Some(woke)),
         };
         if let (Some((first, ahead, _)), Some(head)) = (report, head) {
             let holder = head.await.ok().map(|(data, _)| crate::naming::split_data(&data).0);
             // Reported once we watch: whatever the caller does on hearing it, we will see.
             self.report_wait(entry.name(), progress, (first, ahead), holder, &names[0]);
         }
-        if changed {
-            return Ok(Woke::Changed(None));
-        }
+        Ok(changed.then_some(Woke::Changed(None)))
+    }
+
+    /// Waits until one of the watches set on the nodes `names` (in `armed`, see
+    /// [`Queue::arm_round`]) fires, while our own node stands.
+    pub(super) async fn until_fired(
+        &self,
+        entry: &mut Entry,
+        armed: &mut Armed,
+        names: &[Arc<str>],
+    ) -> Result<Woke> {
         let (at, event) = while_ours_stands(entry, first_fired(armed, names)).await?;
         match event.event_type {
             EventType::NodeDeleted => {
@@ -81,6 +91,14 @@ impl Queue {
     }
 }
 
+/// What a wait reports once its watches are set: whether it is the first of its attempt, how
+/// many nodes are ahead, and the head's name.
+pub(super) type Report = (bool, usize, String);
+
+/// Per watched node (by path), the latest data change a waiter has accounted for: a few at
+/// most, in a list.
+pub(super) type Seen = Vec<(String, i64)>;
+
 /// Reads the answers to the data watches sent on the nodes `names` (at `paths`; `None`: kept
 /// from an earlier round), keeping each set one in `armed`. `Ok(Ok(changed))` once all are
 /// set: whether a node's data changed after our node was created (`czxid`) and after the last
@@ -88,8 +106,8 @@ impl Queue {
 /// lost (the watches are set again by looking again once the client is back).
 async fn arm_watches<F>(
     requests: Vec<Option<F>>,
-    (names, paths): (&[String], &[String]),
-    seen: &mut std::collections::HashMap<String, i64>,
+    (names, paths): (&[Arc<str>], &[String]),
+    seen: &mut Seen,
     armed: &mut Armed,
     czxid: i64,
 ) -> Result<std::result::Result<bool, Woke>>
@@ -106,9 +124,13 @@ where
         let Some(request) = request else { continue };
         match request.await {
             Ok((_, stat, watcher)) => {
-                let accounted = seen.get(path).copied().unwrap_or(czxid);
+                let noted = seen.iter().position(|(seen, _)| seen == path);
+                let accounted = noted.map_or(czxid, |i| seen[i].1);
                 if stat.mzxid > stat.czxid && stat.mzxid > accounted {
-                    seen.insert(path.clone(), stat.mzxid);
+                    match noted {
+                        Some(i) => seen[i].1 = stat.mzxid,
+                        None => seen.push((path.clone(), stat.mzxid)),
+                    }
                     changed = true;
                 }
                 armed.insert(names[at].clone(), Box::pin(watcher.changed()));
@@ -125,19 +147,19 @@ where
 /// the answer to the request that set it.
 fn arm_tomb(
     tombs: &mut Armed,
-    name: &str,
+    name: &Arc<str>,
     answer: std::result::Result<(Option<zookeeper_client::Stat>, zookeeper_client::OneshotWatcher), ZkError>,
 ) {
     match answer {
         // Nothing of that name: the watch waits for its creation.
         Ok((None, watcher)) => {
-            tombs.insert(name.to_string(), Box::pin(watcher.changed()));
+            tombs.insert(name.clone(), Box::pin(watcher.changed()));
         }
         // A node of that name stands (nothing of ours makes one that lasts): its watch would
         // never tell a creation. Dropped; we list when the node goes.
-        Ok((Some(_), _)) => tracing::debug!(node = name, "a node stands at a tombstone's name"),
+        Ok((Some(_), _)) => tracing::debug!(node = &**name, "a node stands at a tombstone's name"),
         // Without the watch, we list when the node goes.
-        Err(e) => tracing::debug!(node = name, error = %e, "could not watch a tombstone"),
+        Err(e) => tracing::debug!(node = &**name, error = %e, "could not watch a tombstone"),
     }
 }
 
@@ -145,7 +167,7 @@ fn arm_tomb(
 /// it is removed.
 fn first_fired<'a>(
     armed: &'a mut Armed,
-    names: &'a [String],
+    names: &'a [Arc<str>],
 ) -> impl std::future::Future<Output = (usize, zookeeper_client::WatchedEvent)> + 'a {
     std::future::poll_fn(move |cx| {
         for (at, name) in names.iter().enumerate() {
@@ -161,11 +183,18 @@ fn first_fired<'a>(
 }
 
 /// What a waiter watches: `names`, the nodes ahead that wake it (the one it waits on first),
-/// and `tomb_for`, the node just ahead whose tombstone it watches too, if any.
+/// and, when `tomb`, the tombstone of the first (then the node just ahead) too.
 #[derive(Clone, Copy)]
 pub(super) struct Watching<'a> {
-    pub names: &'a [String],
-    pub tomb_for: Option<&'a str>,
+    pub names: &'a [Arc<str>],
+    pub tomb: bool,
+}
+
+impl<'a> Watching<'a> {
+    /// The node whose tombstone is watched, if any.
+    fn tomb_for(self) -> Option<&'a Arc<str>> {
+        self.names.first().filter(|_| self.tomb)
+    }
 }
 
 /// Whether the tombstone of the node `name` was created (its watch in `tombs` fired with a
@@ -187,21 +216,21 @@ pub(super) type ArmedWatch =
 /// A waiter's watches still to fire, by node name: a few (the node it waits on, the one ahead
 /// of it, a lock delay's holders), kept in a list, not a map: a waiter keeps them for as long
 /// as it waits, and a map's table costs several times a list's room for one or two (memory
-/// per queued waiter, `tests/memory.rs`).
+/// per queued waiter, `tests/memory.rs`). The names are the waiting round's, shared.
 #[derive(Default)]
-pub(super) struct Armed(Vec<(String, ArmedWatch)>);
+pub(super) struct Armed(Vec<(Arc<str>, ArmedWatch)>);
 
 impl Armed {
     pub fn contains_key(&self, name: &str) -> bool {
-        self.0.iter().any(|(n, _)| n == name)
+        self.0.iter().any(|(n, _)| **n == *name)
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut ArmedWatch> {
-        self.0.iter_mut().find(|(n, _)| n == name).map(|(_, watch)| watch)
+        self.0.iter_mut().find(|(n, _)| **n == *name).map(|(_, watch)| watch)
     }
 
     /// Keeps `watch` for `name`, in place of the one kept for it, if any.
-    pub fn insert(&mut self, name: String, watch: ArmedWatch) {
+    pub fn insert(&mut self, name: Arc<str>, watch: ArmedWatch) {
         match self.get_mut(&name) {
             Some(kept) => *kept = watch,
             None => {
@@ -213,15 +242,15 @@ impl Armed {
     }
 
     pub fn remove(&mut self, name: &str) -> Option<ArmedWatch> {
-        let at = self.0.iter().position(|(n, _)| n == name)?;
+        let at = self.0.iter().position(|(n, _)| **n == *name)?;
         Some(self.0.swap_remove(at).1)
     }
 
-    pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut ArmedWatch) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&Arc<str>, &mut ArmedWatch) -> bool) {
         self.0.retain_mut(|(name, watch)| keep(name, watch));
     }
 
-    pub fn drain(&mut self) -> impl Iterator<Item = (String, ArmedWatch)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (Arc<str>, ArmedWatch)> + '_ {
         self.0.drain(..)
     }
 

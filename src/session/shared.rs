@@ -39,8 +39,9 @@ pub(crate) struct Shared {
     nodelay_missed: AtomicBool,
     /// What the safe window is computed from.
     pub(super) contact: Contact,
-    /// Our live ephemeral nodes (paths), deleted at once on close.
-    pub(super) nodes: Mutex<std::collections::HashSet<String>>,
+    /// Our live ephemeral nodes (paths), deleted at once on close. Each path is the string its
+    /// entry keeps, shared (memory per queued waiter, `tests/memory.rs`).
+    pub(super) nodes: Mutex<std::collections::HashSet<Arc<str>>>,
     /// Holds told of every state change (see [`Listener`]).
     listeners: Arc<Mutex<Listeners>>,
     /// What recent joins found: missing parents, their node alone (see `guess.rs`).
@@ -261,8 +262,8 @@ impl Shared {
         self.last_contact(generation).map(|t| t + self.session_timeout())
     }
 
-    pub(crate) fn track(&self, path: &str) {
-        lock(&self.nodes).insert(path.to_string());
+    pub(crate) fn track(&self, path: &Arc<str>) {
+        lock(&self.nodes).insert(path.clone());
     }
 
     pub(crate) fn untrack(&self, path: &str) {
@@ -379,7 +380,7 @@ impl Conn {
     }
 
     /// Our node at `path` exists (until [`Conn::untrack`]).
-    pub fn track(&self, path: &str) {
+    pub fn track(&self, path: &Arc<str>) {
         if let Some(shared) = self.shared() {
             shared.track(path);
         }

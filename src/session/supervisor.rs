@@ -315,7 +315,7 @@ async fn finish_close(shared: &Arc<Shared>) {
     let conn = lock(&shared.current).take();
     let generation = shared.reports.status.borrow().generation;
     if let Some(conn) = conn {
-        let nodes: Vec<String> = lock(&shared.nodes).drain().collect();
+        let nodes: Vec<Arc<str>> = lock(&shared.nodes).drain().collect();
         if !nodes.is_empty() && conn.client.state() == SessionState::SyncConnected {
             // Sent back to back; a bounded wait for the answers.
             let deletes: Vec<_> = nodes.iter().map(|path| conn.client.delete(path, None)).collect();

@@ -23,7 +23,9 @@ pub struct ClusterConfig {
     pub max_client_cnxns: u32,
     /// The largest session timeout a client may negotiate.
     pub max_session_timeout: Duration,
-    /// The JVM's maximum heap, in MiB.
+    /// The JVM's maximum heap (`-Xmx`), in MiB: 256 by default, enough for every test but one
+    /// that has the server answer thousands of large listings on one connection at once (the
+    /// answers wait in the server's memory until the client reads them). Local backend only.
     pub heap_mb: u32,
     /// How long to wait for every node to answer `srvr` with a `Mode:` line.
     pub ready_timeout: Duration,
@@ -127,6 +129,13 @@ impl ClusterConfig {
     #[must_use]
     pub fn partitionable(mut self, on: bool) -> Self {
         self.partitionable = on;
+        self
+    }
+
+    /// Sets [`ClusterConfig::heap_mb`].
+    #[must_use]
+    pub fn heap_mb(mut self, mb: u32) -> Self {
+        self.heap_mb = mb;
         self
     }
 
