@@ -37,19 +37,14 @@ pub fn targets50(s: &mut String, groups: &Groups, plan: &Plan) {
             ));
         }
     }
-    let contended: Vec<(usize, f64)> = plan
+    let contended: Vec<(String, f64)> = plan
         .ns
         .iter()
-        .filter_map(|&n| Some((n, ratio(groups, "contended", n, Peer::LockClient, |r| r.rate)?)))
+        .filter_map(|&n| {
+            Some((format!("N={n}"), ratio(groups, "contended", n, Peer::LockClient, |r| r.rate)?))
+        })
         .collect();
-    if let Some(worst) = contended.iter().map(|(_, r)| *r).reduce(f64::min) {
-        let list: Vec<String> = contended.iter().map(|(n, r)| format!("N={n}: {r:.2}×")).collect();
-        lines.push(format!(
-            "- contended ≥ 1.5× LockClient at every N: {} — {}",
-            list.join(", "),
-            verdict(worst >= 1.5)
-        ));
-    }
+    lines.extend(at_least("contended ≥ 1.5× LockClient at every N", &contended, 1.5));
     let mut recipes: Vec<(String, f64)> = Vec::new();
     let mutex = [("uncontended", 1), ("many-locks", plan.many_tasks), ("per-order", plan.order_tasks)];
     let contended = plan.ns.iter().map(|&n| ("contended", n));
@@ -64,14 +59,7 @@ pub fn targets50(s: &mut String, groups: &Groups, plan: &Plan) {
             recipes.push((sc.to_string(), r));
         }
     }
-    if let Some(worst) = recipes.iter().map(|(_, r)| *r).reduce(f64::min) {
-        let list: Vec<String> = recipes.iter().map(|(w, r)| format!("{w}: {r:.2}×")).collect();
-        lines.push(format!(
-            "- every recipe ≥ 2× Curator (loopback): {} — {}",
-            list.join(", "),
-            verdict(worst >= 2.0)
-        ));
-    }
+    lines.extend(at_least("every recipe ≥ 2× Curator (loopback)", &recipes, 2.0));
     if lines.is_empty() {
         return;
     }
@@ -79,4 +67,12 @@ pub fn targets50(s: &mut String, groups: &Groups, plan: &Plan) {
     for line in lines {
         let _ = writeln!(s, "{line}");
     }
+}
+
+/// The target line for ratios that must each be at least `bound`: every ratio listed, met when
+/// the lowest is; none when there are no ratios.
+fn at_least(what: &str, ratios: &[(String, f64)], bound: f64) -> Option<String> {
+    let worst = ratios.iter().map(|(_, r)| *r).reduce(f64::min)?;
+    let list: Vec<String> = ratios.iter().map(|(w, r)| format!("{w}: {r:.2}×")).collect();
+    Some(format!("- {what}: {} — {}", list.join(", "), verdict(worst >= bound)))
 }
