@@ -240,3 +240,64 @@ async fn a_waiter_whose_node_goes_with_a_tombstone_does_not_enter() {
         assert!(children(&admin, path).await.is_empty(), "round {round}");
     }
 }
+
+/// A node right behind the head at its listing, with nobody after it, leaves no tombstone when
+/// it releases at the head; the waiter behind it, which listed it right behind the head, reads
+/// once that the head is gone, and enters on that. But when the waiter's node goes in the
+/// transaction that deletes the node ahead (ours first), the waiter sees its own node's
+/// deletion, which came first, and does not enter; the node ahead, a holder by then, hears its
+/// node's deletion too: its hold is lost. Five rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_whose_node_goes_with_a_head_that_left_no_tombstone_does_not_enter() {
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let admin = client(&connect).await;
+    let path = "/locks/handoff-own-node-no-tomb";
+    let (h, m, w) = (session(&connect).await, session(&connect).await, session(&connect).await);
+    for round in 0..5 {
+        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
+        let spawn = |s: &Session| {
+            let mutex = InterProcessMutex::new(s, path).unwrap();
+            (mutex.clone(), tokio::spawn(async move { mutex.acquire().await }))
+        };
+        let (middle, middle_task) = spawn(&m);
+        // The middle one's listing, right behind the head and nobody after it, comes before
+        // the waiter's create.
+        eventually("the middle one queued", || async { middle.stats().listings == 1 }).await;
+        let (waiter, waiting) = spawn(&w);
+        let queue = within("three in the queue", async {
+            loop {
+                let queue = waiter.participants().await.unwrap();
+                if queue.len() == 3 {
+                    break queue;
+                }
+            }
+        })
+        .await;
+        let (middle_node, waiter_node) =
+            (format!("{path}/{}", queue[1].node), format!("{path}/{}", queue[2].node));
+        let tomb = format!("{path}/{}.released", &queue[1].node[queue[1].node.len() - 10..]);
+        eventually("the waiter to watch the middle one's tombstone", || async {
+            zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, &tomb).next().is_some())
+        })
+        .await;
+        until_watched(&zk, "the waiter to watch the middle one", &middle_node).await;
+        holder.release().await.unwrap();
+        let guard = within("the middle one", middle_task).await.unwrap().unwrap();
+        let mut status = guard.status();
+        let mut all = admin.new_multi_writer();
+        all.add_delete(&waiter_node, None).unwrap();
+        all.add_delete(&middle_node, None).unwrap();
+        all.commit().await.unwrap();
+        let outcome = within("the waiter", waiting).await.unwrap();
+        assert!(matches!(outcome, Err(zk_recipes::Error::NodeDeleted { .. })), "round {round}: {outcome:?}");
+        assert!(!waiter.is_held_by_this_handle(), "round {round}");
+        within("the middle one's hold lost", status.wait_for(|s| *s == zk_recipes::LockStatus::Lost))
+            .await
+            .unwrap();
+        drop(guard);
+        waiter.settled().await;
+        middle.settled().await;
+        assert!(children(&admin, path).await.is_empty(), "round {round}");
+    }
+}

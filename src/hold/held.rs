@@ -76,12 +76,12 @@ impl Hold {
         max_hold: Option<Limit>,
     ) -> Arc<Hold> {
         let root = entry.root().clone();
-        let EntryParts { conn, path, czxid, own, follow_own, revoked, clean_releases, tomb, alone } =
+        let EntryParts { conn, path, czxid, own, follow_own, revoked, clean_releases, tomb } =
             entry.into_parts();
         let shared = session.shared().clone();
         let hold = Arc::new(Hold {
             _session: session,
-            node: Node { conn, root, path, czxid, clean_releases, tomb, alone },
+            node: Node { conn, root, path, czxid, clean_releases, tomb },
             reentrant,
             local: Mutex::new(Local { count: 1, turn, companions: Vec::new() }),
             monitor: Monitor::new(policy, revocable, revoked, labels),

@@ -51,13 +51,13 @@ impl Hold {
     /// waiters with a lock delay, when ours is on. The delete of a lost hold is never clean:
     /// the one lost hold whose node still stands is one that passed its limit, its owner
     /// deleting the node (see `Limit::owner_deletes`). A holder admitted at the head leaves a
-    /// tombstone, unless it knows that nobody is queued behind it (see `Node::leaves_tomb`).
+    /// tombstone when a waiter may watch for it (see `Node::tomb`).
     pub fn send_delete(self: &Arc<Self>, release: bool, batched: bool) -> SentDelete {
         self.monitor.begin_release();
         let was_lost = self.current_status() == LockStatus::Lost;
         let departure = if release && !was_lost && self.node.clean_releases {
             Departure::Clean
-        } else if self.node.leaves_tomb() {
+        } else if self.node.tomb {
             Departure::Tombstone
         } else {
             Departure::Plain

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use zookeeper_client::Error as ZkError;
 
-use super::own_watch::{AloneCheck, OwnEvent, OwnNodeWatch, PendingEvent};
+use super::own_watch::{OwnEvent, OwnNodeWatch, PendingEvent};
 use super::sender::Sender;
 use crate::error::{Error, Result};
 use crate::path::LockPath;
@@ -210,9 +210,9 @@ impl Entry {
         self.own.next().await
     }
 
-    /// Our release will not know that nobody is behind us (see [`AloneCheck`]).
-    pub fn forget_alone(&mut self) {
-        self.own.take_alone();
+    /// A listing showed our node at `me` in a queue of `len` (see [`Leaving::watched_behind`]).
+    pub fn listed_at(&mut self, me: usize, len: usize) {
+        self.leaving.listed_at(me, len);
     }
 
     /// We were admitted at the head of the queue, every node before ours gone (or not, when
@@ -293,7 +293,6 @@ impl Entry {
     /// Hands the node and its own-watch over to a holder. The entry is disarmed.
     pub fn into_parts(mut self) -> EntryParts {
         self.disarm();
-        let alone = self.own.take_alone();
         EntryParts {
             conn: self.conn.clone(),
             path: self.path.clone(),
@@ -303,15 +302,15 @@ impl Entry {
             revoked: self.revoke_requested,
             clean_releases: self.leaving.clean,
             tomb: self.leaving.tomb(),
-            alone,
         }
     }
 }
 
 /// How our node will leave: what its delete says (a [`Departure`]). A clean release when the
 /// queue's lock delay is on and the delete is not within a delay we began; a tombstone when the
-/// queue's waiters watch for them and our node was admitted at the head of the queue. A queue
-/// has one or the other (`Queue::tombstones`: off with a lock delay).
+/// queue's waiters watch for them, our node was admitted at the head of the queue, and a waiter
+/// may watch for ours. A queue has one or the other (`Queue::tombstones`: off with a lock
+/// delay).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Leaving {
     /// Our releases are clean ones (the queue's lock delay is on; off for good after a delay
@@ -325,6 +324,16 @@ pub(crate) struct Leaving {
     /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
     /// of a node further back.
     at_head: bool,
+    /// Whether a waiter may watch our tombstone, as far as our latest listing tells: it showed
+    /// our node two or more places back, or a node behind ours. Only a waiter whose listing
+    /// showed our node two or more places back watches it (one place back, it watches the head
+    /// and us instead: see `Queue::plan_wait`). A node behind ours at that listing may have
+    /// listed before it, when ours was further back; a node created since lists after it, when
+    /// ours is at most where that listing showed it (nodes only leave the queue ahead of ours).
+    /// So when it showed ours at the head or right behind it, and nobody after it, no waiter
+    /// ever watches our tombstone, and our delete goes plainly: on a queue of two (a
+    /// contended lock's holder and its one waiter), every release.
+    watched_behind: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was
     /// clean (that one would enter at once).
@@ -334,13 +343,19 @@ pub(crate) struct Leaving {
 impl Leaving {
     /// Clean releases when `clean` (a lock delay), tombstones when `tombstones`.
     pub fn new(clean: bool, tombstones: bool) -> Leaving {
-        Leaving { clean, tombstones, at_head: false, after: None }
+        Leaving { clean, tombstones, at_head: false, watched_behind: true, after: None }
+    }
+
+    /// A listing showed our node at `me` in a queue of `len` (see [`Leaving::watched_behind`]).
+    fn listed_at(&mut self, me: usize, len: usize) {
+        self.watched_behind = me >= 2 || len > me + 1;
     }
 
     /// Whether our delete leaves a tombstone: only a node admitted at the head may say so, for
-    /// the waiter behind it takes it for proof that every node before it is gone.
+    /// the waiter behind it takes it for proof that every node before it is gone; and only
+    /// when a waiter may watch for it.
     fn tomb(&self) -> bool {
-        self.tombstones && self.at_head
+        self.tombstones && self.at_head && self.watched_behind
     }
 
     /// A node ahead of ours vanished without a clean release: until `delay` from now, our own
@@ -375,11 +390,8 @@ pub(crate) struct EntryParts {
     pub revoked: bool,
     /// Whether its releases are clean ones (see [`Leaving`]).
     pub clean_releases: bool,
-    /// Whether its delete leaves a tombstone (see [`Leaving::tomb`]), unless it knows then
-    /// that nobody is queued behind it (`alone`).
+    /// Whether its delete leaves a tombstone (see [`Leaving::tomb`]).
     pub tomb: bool,
-    /// Whether nobody has joined behind our node since the join's listing (see [`AloneCheck`]).
-    pub alone: Option<AloneCheck>,
 }
 
 impl Drop for Entry {

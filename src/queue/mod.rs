@@ -22,12 +22,12 @@
 //!   behind a node also watches that node's tombstone's name (an exists watch): a holder
 //!   admitted at the head creates and deletes it in the transaction that deletes its node, so
 //!   the waiter enters on that deletion with no listing, and a queue of clean handoffs lists
-//!   nothing after the joins. A holder that knows nobody is behind it (its join's listing
-//!   showed it alone, and that listing's child watch, standing in for the data watch, has not
-//!   fired since: see `own_watch::AloneCheck`) deletes plainly: a tombstone would be for no
-//!   one. Without them (a lock delay), a rule may name a second node to watch, further ahead
-//!   ([`Admission::lookahead`]: a mutex's waiter watches the node two ahead too), so that a
-//!   deletion notifies at most two waiters. Watches that have not fired are
+//!   nothing after the joins. A holder whose latest listing showed it at the head or right
+//!   behind it, with nobody after it, deletes plainly: no waiter watches its tombstone (see
+//!   `entry::Leaving::watched_behind`), and a waiter that listed it right behind the head reads
+//!   once, on its deletion, whether that head is gone. Without them (a lock delay), a rule may
+//!   name a second node to watch, further ahead ([`Admission::lookahead`]: a mutex's waiter
+//!   watches the node two ahead too), so that a deletion notifies at most two waiters. Watches that have not fired are
 //!   kept from one round to the next, not set again, and once admitted until they fire (a
 //!   tombstone's watch that has not fired by its node's deletion never will: it is dropped).
 //!   The one waiter that watches the parent's children is a semaphore's first waiter, which any
@@ -56,7 +56,7 @@ use zookeeper_client::{Acl, Acls, Error as ZkError, MultiReadResult, SessionStat
 pub(crate) use self::entry::{Entry, EntryParts};
 pub use self::events::{GiveUpReason, QueueEvent};
 pub(crate) use self::events::{Progress, Sink};
-pub(crate) use self::own_watch::{AloneCheck, OwnEvent, PendingEvent};
+pub(crate) use self::own_watch::{OwnEvent, PendingEvent};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
 use self::sender::Sender;
 pub use self::stats::QueueStats;
@@ -149,11 +149,12 @@ impl Queue {
 
     /// Whether tombstones are on (see [`Admission::leaves_tombstone`]): a holder the rule says
     /// is admitted at the head leaves one in the transaction that deletes its node
-    /// (`Conn::send_delete`), unless it knows that nobody is behind it (`own_watch::AloneCheck`),
+    /// (`Conn::send_delete`), when a waiter may watch for it (`entry::Leaving::watched_behind`),
     /// and the waiter right behind it watches its name instead of the node two ahead: seeing
     /// the tombstone's creation and then the node's deletion, it is the head, and enters with
     /// no listing. Any other deletion (a waiter giving up, an expiry, a peer's release) makes
-    /// it list as before. Off with a lock delay, whose waiters read how each node ahead left in
+    /// it list as before (right behind the head at its listing, it first reads whether that
+    /// head is gone). Off with a lock delay, whose waiters read how each node ahead left in
     /// their own way.
     fn tombstones(&self) -> bool {
         self.lock_delay.is_none()

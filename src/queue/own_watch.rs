@@ -1,6 +1,6 @@
 //! The watch on our own node ([`OwnNodeWatch`]): whether one is set, what it will report
 //! ([`OwnEvent`]), and what vouches, without a request, that it still speaks for the node
-//! ([`OwnCheck`]) or that nobody has joined behind it ([`AloneCheck`]). An [`Entry`] keeps one
+//! ([`OwnCheck`]). An [`Entry`] keeps one
 //! and asks it; nothing else sets its state.
 //!
 //! [`Entry`]: super::entry::Entry
@@ -80,60 +80,20 @@ fn watch_own_node(sender: Sender<'_>, path: &str) -> (PendingEvent, OwnCheck) {
 /// other change of the children (a contender joining), it resolves as [`OwnEvent::Changed`],
 /// which makes the owner read the node again and watch its data from then on. On an
 /// uncontended path it saves the data watch's request and reply: its one event is the one our
-/// own delete fires. `state` was taken before the listing was sent. The [`AloneCheck`] tells,
-/// without polling the event, whether it has fired.
+/// own delete fires. `state` was taken before the listing was sent.
 fn own_watch_from_listing(
     watcher: zookeeper_client::OneshotWatcher,
     state: zookeeper_client::StateWatcher,
-) -> (PendingEvent, OwnCheck, AloneCheck) {
-    let alone = AloneCheck { fired: Arc::default(), state: state.clone() };
-    let fired = alone.fired.clone();
+) -> (PendingEvent, OwnCheck) {
     let event: PendingEvent = Box::pin(async move {
         let event = watcher.changed().await;
-        fired.store(true, std::sync::atomic::Ordering::SeqCst);
         match event.event_type {
             zookeeper_client::EventType::Session => OwnEvent::Session(event.session_state),
             // Which child changed is not told: read our node again.
             _ => OwnEvent::Changed,
         }
     });
-    (event, OwnCheck::answered(state), alone)
-}
-
-/// What tells a holder, at its release and without a request, that nobody is queued behind it:
-/// its join's listing showed its node alone in the queue (the head, no node after it: kept only
-/// then, see `Queue::admitted`), that listing's child watch (standing in for the data watch on
-/// our node: [`own_watch_from_listing`]) has not fired since, and the connection has not
-/// changed since the listing was sent. A child watch fires on any create or delete of a child,
-/// so a join behind us fires it; after a reconnection the client sets its watches again in an
-/// order of its own (see [`OwnCheck`]), and a watch that has not fired says nothing.
-///
-/// A tombstone is for the waiter right behind us alone (see `Queue::tombstones`): a holder that
-/// knows there is none deletes its node plainly (`Hold::send_delete`), which spares the server
-/// the tombstone's create and delete on the uncontended cycle, where the server is the
-/// bottleneck. A join whose create the server took in before our delete, but whose event has
-/// not reached us (or not been polled: the hold's own-node task sets `fired`), finds no
-/// tombstone: at worst it lists, as after any departure without one, one read more. (A waiter
-/// whose listing shows our node as the head, as any later listing does, enters on its deletion
-/// alone anyway; only a waiter further back watches a tombstone.)
-pub(crate) struct AloneCheck {
-    /// Set once the listing's child watch fired (any event: a change of the children, or the
-    /// session's end).
-    fired: Arc<std::sync::atomic::AtomicBool>,
-    /// Taken before the listing was sent.
-    state: zookeeper_client::StateWatcher,
-}
-
-impl AloneCheck {
-    /// Whether nobody has joined behind our node since the join's listing, as far as we know
-    /// now.
-    pub fn holds(&self) -> bool {
-        if self.fired.load(std::sync::atomic::Ordering::SeqCst) {
-            return false;
-        }
-        // A clone has seen what the original has: any change of the connection since shows.
-        unchanged(&mut self.state.clone())
-    }
+    (event, OwnCheck::answered(state))
 }
 
 /// What tells a waiter, without a request, that the watch on its own node still speaks for the
@@ -198,16 +158,15 @@ enum OwnState {
         event: PendingEvent,
         /// Whether that watch, not fired, still says our node exists.
         check: OwnCheck,
-        /// `Some` while the watch is the join's listing's child watch standing in for the data
+        /// Whether the watch is the join's listing's child watch standing in for the data
         /// watch (see [`own_watch_from_listing`]): a holder keeps it, a waiter sets the data
-        /// watch. Inside, while that listing showed our node alone: whether nobody has joined
-        /// behind it since (see [`AloneCheck`]), for our release.
-        from_listing: Option<Option<AloneCheck>>,
+        /// watch.
+        from_listing: bool,
     },
 }
 
 impl OwnNodeWatch {
-    fn set(&mut self, event: PendingEvent, check: OwnCheck, from_listing: Option<Option<AloneCheck>>) {
+    fn set(&mut self, event: PendingEvent, check: OwnCheck, from_listing: bool) {
         self.state = OwnState::Set { event, check, from_listing };
     }
 
@@ -215,7 +174,7 @@ impl OwnNodeWatch {
     /// [`watch_own_node`]).
     pub fn send(&mut self, sender: Sender<'_>, path: &str) {
         let (event, check) = watch_own_node(sender, path);
-        self.set(event, check, None);
+        self.set(event, check, false);
     }
 
     /// The data watch an answered request set (`state` taken before it was sent).
@@ -225,7 +184,7 @@ impl OwnNodeWatch {
         state: zookeeper_client::StateWatcher,
     ) {
         let event: PendingEvent = Box::pin(async move { watcher.changed().await.into() });
-        self.set(event, OwnCheck::answered(state), None);
+        self.set(event, OwnCheck::answered(state), false);
     }
 
     /// The join's listing's child watch stands in for the data watch (see
@@ -235,8 +194,8 @@ impl OwnNodeWatch {
         watcher: zookeeper_client::OneshotWatcher,
         state: zookeeper_client::StateWatcher,
     ) {
-        let (event, check, alone) = own_watch_from_listing(watcher, state);
-        self.set(event, check, Some(Some(alone)));
+        let (event, check) = own_watch_from_listing(watcher, state);
+        self.set(event, check, true);
     }
 
     /// Keeps `child`, an event no longer followed, unpolled until the watch set now fires
@@ -266,7 +225,7 @@ impl OwnNodeWatch {
     }
 
     pub fn stands_in(&self) -> bool {
-        matches!(self.state, OwnState::Set { from_listing: Some(_), .. })
+        matches!(self.state, OwnState::Set { from_listing: true, .. })
     }
 
     pub fn take_event(&mut self) -> Option<PendingEvent> {
@@ -305,13 +264,6 @@ impl OwnNodeWatch {
                 fired
             }
             OwnState::Unset => std::future::pending().await,
-        }
-    }
-
-    pub fn take_alone(&mut self) -> Option<AloneCheck> {
-        match &mut self.state {
-            OwnState::Set { from_listing: Some(alone), .. } => alone.take(),
-            _ => None,
         }
     }
 }

@@ -332,6 +332,11 @@ impl<'a> Sender<'a> {
         self.conn.client.check_and_watch_stat(path)
     }
 
+    /// Whether the node at `path` exists (no watch): the answer still to come.
+    pub fn exists(self, path: &str) -> impl Future<Output = ZkResult<Option<Stat>>> + 'a {
+        self.conn.client.check_stat(path)
+    }
+
     /// The data of the node at `path` (the head's participant id, for a report): the answer
     /// still to come.
     pub fn read(self, path: &str) -> impl Future<Output = ZkResult<(Vec<u8>, Stat)>> + 'a {

@@ -83,7 +83,7 @@ impl Queue {
     /// the round to wait (see [`Queue::plan_wait`]) and what to report once its watches are set.
     fn next_round(
         &self,
-        entry: &Entry,
+        entry: &mut Entry,
         rule: &dyn Admission,
         children: Vec<String>,
         progress: &mut Progress<'_>,
@@ -94,6 +94,7 @@ impl Queue {
             tracing::debug!(position = me, "admitted");
             return Ok(Next::Admitted(queue, me));
         }
+        entry.listed_at(me, queue.len());
         let (mut round, report) = self.plan_wait(rule, &queue, me, decision, progress);
         round.children_watch = self.watches_children(decision);
         Ok(Next::Wait(round, report))
@@ -122,7 +123,7 @@ impl Queue {
         decision: Decision,
         progress: &mut Progress<'_>,
     ) -> (WaitRound, Option<Report>) {
-        let mut tomb = false;
+        let (mut tomb, mut head) = (false, None);
         // Whether our node leaves a tombstone if admitted at the head.
         let leaves = self.tombstones() && rule.leaves_tombstone(queue, me);
         let name = |i: usize| Arc::<str>::from(queue[i].name.as_str());
@@ -142,6 +143,10 @@ impl Queue {
                 {
                     tomb = true;
                     ahead = None;
+                    // Right behind the head, the node just ahead may leave with no tombstone
+                    // though admitted at the head (see `Leaving::watched_behind`): then the
+                    // head's absence says so (see `WaitRound::head`).
+                    head = (on == 1).then(|| name(0));
                 }
                 let mut watched: Vec<usize> = std::iter::once(on).chain(ahead).collect();
                 // With the lock delay, the first waiter (everyone ahead holds) watches every
@@ -168,6 +173,7 @@ impl Queue {
             at_head_next: matches!(decision, Decision::Wait { on: 0, .. }) && me == 1 && leaves,
             leaves,
             children_watch: false,
+            head,
         };
         (round, report)
     }
@@ -185,7 +191,11 @@ impl Queue {
         kept: &mut Kept,
         progress: &mut Progress<'_>,
     ) -> Result<bool> {
-        let Some(at_head) = round.behind_head(woke, &mut kept.tombs) else { return Ok(false) };
+        let at_head = match round.behind_head(woke, &mut kept.tombs) {
+            Behind::Head(at_head) => at_head,
+            Behind::IfGone(head) if self.is_gone(&entry.conn().clone(), &head).await? => round.leaves,
+            Behind::IfGone(_) | Behind::Unknown => return Ok(false),
+        };
         match entry.own_fired() {
             Some(OwnEvent::Deleted) => return Err(entry.gone()),
             Some(OwnEvent::Session(state)) => return Err(session_error(state)),
@@ -214,6 +224,19 @@ impl Queue {
         self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
         self.hold_back(entry, progress).await?;
         Ok(true)
+    }
+
+    /// Whether the node `name` is gone, read once (no watch). Sent after the watch on our own
+    /// node was set, its answer comes after any event of that watch for a change before it: our
+    /// own node's deletion, if it came first, is seen by then.
+    async fn is_gone(&self, conn: &crate::session::Conn, name: &str) -> Result<bool> {
+        let path = self.root.child(name);
+        match Sender::new(conn, &self.root).exists(&path).await {
+            Ok(found) => Ok(found.is_none()),
+            // Not known: list again.
+            Err(e) if crate::error::is_connection_loss(&e) => Ok(false),
+            Err(e) => Err(Error::from_zk("exists", &path, e)),
+        }
     }
 
     /// With the lock delay, after a listing: a watched node that is gone left cleanly if its
@@ -367,14 +390,9 @@ impl Queue {
             // Every node before ours is gone: our release may say so (see `Leaving::tomb`).
             entry.admitted_at_head(true);
         }
-        // The alone check is kept only while the join's listing's child watch stands in for the
-        // own-node watch, and a waiting round ends that (`Entry::send_own_watch`): when it is
-        // there, `queue` is the join's listing. Unless that listing showed our node alone (the
-        // head, none after it), someone may be behind us from the start: our release leaves its
-        // tombstone (see `AloneCheck`).
-        if queue.len() != 1 {
-            entry.forget_alone();
-        }
+        // `queue` is our latest listing: whether a waiter may watch our tombstone (see
+        // `Leaving::watched_behind`).
+        entry.listed_at(me, queue.len());
         if rule.announce_admission(queue, me) {
             entry.touch().await?;
         }
@@ -413,6 +431,23 @@ struct WaitRound {
     leaves: bool,
     /// It waits on a child watch on the root (see [`Queue::watch_children`]).
     children_watch: bool,
+    /// With `tomb`, when the node waited on was right behind the head at this listing: the
+    /// head's name. That node leaves no tombstone when its own latest listing showed it there
+    /// with nobody after it (`Leaving::watched_behind`), so its deletion without one is
+    /// ambiguous: it left at the head, or gave up behind it. The head's absence, read once
+    /// that deletion is heard, tells: every node that was ahead of ours is gone, and we are
+    /// the head (nodes created since are behind us).
+    head: Option<Arc<str>>,
+}
+
+/// What the event that woke a waiter says (see [`WaitRound::behind_head`]).
+enum Behind {
+    /// It is admitted; whether at the head.
+    Head(bool),
+    /// It is the head, and admitted at it, if the node named (the head of its listing) is gone.
+    IfGone(Arc<str>),
+    /// It must list again.
+    Unknown,
 }
 
 /// What a listing says to a waiter: admitted (the queue, our place in it), or the round to
@@ -438,13 +473,18 @@ impl WaitRound {
     /// then admitted at the head. The node ahead was the head at our listing and is gone: nodes
     /// created since are behind us, so we are the head now. So too when the node just ahead is
     /// gone and its tombstone's creation came first: it was admitted at the head, every node
-    /// before it gone (see `Queue::tombstones`). (The node waited on is the first watched; any
-    /// other is looked at again.)
-    fn behind_head(&self, woke: Woke, tombs: &mut Armed) -> Option<bool> {
+    /// before it gone (see `Queue::tombstones`); or, with no tombstone, when the head of our
+    /// listing is gone too (see [`WaitRound::head`]). (The node waited on is the first
+    /// watched; any other is looked at again.)
+    fn behind_head(&self, woke: Woke, tombs: &mut Armed) -> Behind {
         match (woke, self.tomb_for()) {
-            (Woke::Deleted(0), _) if self.then_proceed => Some(self.at_head_next),
-            (Woke::Deleted(0), Some(name)) => tomb_fired(tombs, name).then_some(self.leaves),
-            _ => None,
+            (Woke::Deleted(0), _) if self.then_proceed => Behind::Head(self.at_head_next),
+            (Woke::Deleted(0), Some(name)) if tomb_fired(tombs, name) => Behind::Head(self.leaves),
+            (Woke::Deleted(0), Some(_)) => match &self.head {
+                Some(head) => Behind::IfGone(head.clone()),
+                None => Behind::Unknown,
+            },
+            _ => Behind::Unknown,
         }
     }
 }
