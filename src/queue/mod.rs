@@ -27,9 +27,10 @@
 //!   `entry::Leaving::watched_behind`), and a waiter that listed it right behind the head reads
 //!   once, on its deletion, whether that head is gone. Without them (a lock delay), a rule may
 //!   name a second node to watch, further ahead ([`Admission::lookahead`]: a mutex's waiter
-//!   watches the node two ahead too), so that a deletion notifies at most two waiters. Watches that have not fired are
-//!   kept from one round to the next, not set again, and once admitted until they fire (a
-//!   tombstone's watch that has not fired by its node's deletion never will: it is dropped).
+//!   watches the node two ahead too), so that a deletion notifies at most two waiters.
+//!   Watches that have not fired are kept from one round to the next, not set again, and once
+//!   admitted until they fire (a tombstone's watch that has not fired by its node's deletion
+//!   never will: it is dropped).
 //!   The one waiter that watches the parent's children is a semaphore's first waiter, which any
 //!   of several holders may admit ([`Queue::watch_children`]): every change of the children wakes it, a join
 //!   behind it included;
