@@ -14,6 +14,7 @@ use common::*;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use zk_recipes::{InterProcessMutex, Lock, LockGuard, QueueEvent, Session};
+use zk_testcluster::ZkCluster;
 
 /// A waiter: its session (kept open), its handle, its events and its acquire.
 struct Waiter {
@@ -185,6 +186,51 @@ async fn a_revoked_waiter_leaving_admits_nobody_early() {
     revoker.close().await;
 }
 
+/// Three in one queue: a holder, a middle one whose listing (right behind the holder, nobody
+/// after it) came before the waiter joined, and the waiter; once the waiter watches the middle
+/// one and its tombstone's name.
+struct Three {
+    holder: LockGuard,
+    middle: InterProcessMutex,
+    middle_task: JoinHandle<zk_recipes::Result<LockGuard>>,
+    waiter: InterProcessMutex,
+    waiting: JoinHandle<zk_recipes::Result<LockGuard>>,
+    middle_node: String,
+    waiter_node: String,
+    /// The middle one's tombstone's name.
+    tomb: String,
+}
+
+/// Queues [`Three`] on `path`, on the sessions `h`, `m` and `w`.
+async fn three_queued(zk: &ZkCluster, path: &str, (h, m, w): (&Session, &Session, &Session)) -> Three {
+    let holder = InterProcessMutex::new(h, path).unwrap().acquire().await.unwrap();
+    let spawn = |s: &Session| {
+        let mutex = InterProcessMutex::new(s, path).unwrap();
+        (mutex.clone(), tokio::spawn(async move { mutex.acquire().await }))
+    };
+    let (middle, middle_task) = spawn(m);
+    eventually("the middle one listed", || async { middle.stats().listings == 1 }).await;
+    let (waiter, waiting) = spawn(w);
+    let queue = within("three in the queue", async {
+        loop {
+            let queue = waiter.participants().await.unwrap();
+            if queue.len() == 3 {
+                break queue;
+            }
+        }
+    })
+    .await;
+    let (middle_node, waiter_node) =
+        (format!("{path}/{}", queue[1].node), format!("{path}/{}", queue[2].node));
+    let tomb = format!("{path}/{}.released", &queue[1].node[queue[1].node.len() - 10..]);
+    eventually("the waiter to watch the middle one's tombstone", || async {
+        zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, &tomb).next().is_some())
+    })
+    .await;
+    until_watched(zk, "the waiter to watch the middle one", &middle_node).await;
+    Three { holder, middle, middle_task, waiter, waiting, middle_node, waiter_node, tomb }
+}
+
 /// The own-node check holds on the tombstone's path too: when our node and the node ahead go in
 /// one transaction (ours first), the tombstone created in it as well, the waiter sees its own
 /// node's deletion, which came first, and does not enter. Five rounds, so that a waiter that
@@ -197,31 +243,8 @@ async fn a_waiter_whose_node_goes_with_a_tombstone_does_not_enter() {
     let path = "/locks/handoff-own-node";
     let (h, m, w) = (session(&connect).await, session(&connect).await, session(&connect).await);
     for round in 0..5 {
-        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-        let spawn = |s: &Session| {
-            let mutex = InterProcessMutex::new(s, path).unwrap();
-            (mutex.clone(), tokio::spawn(async move { mutex.acquire().await }))
-        };
-        let (_middle, middle_task) = spawn(&m);
-        eventually("the middle one queued", || async { children(&admin, path).await.len() == 2 }).await;
-        let (waiter, waiting) = spawn(&w);
-        let queue = within("three in the queue", async {
-            loop {
-                let queue = waiter.participants().await.unwrap();
-                if queue.len() == 3 {
-                    break queue;
-                }
-            }
-        })
-        .await;
-        let (middle_node, waiter_node) =
-            (format!("{path}/{}", queue[1].node), format!("{path}/{}", queue[2].node));
-        let tomb = format!("{path}/{}.released", &queue[1].node[queue[1].node.len() - 10..]);
-        eventually("the waiter to watch the middle one's tombstone", || async {
-            zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, &tomb).next().is_some())
-        })
-        .await;
-        until_watched(&zk, "the waiter to watch the middle one", &middle_node).await;
+        let Three { holder, middle_task, waiter, waiting, middle_node, waiter_node, tomb, .. } =
+            three_queued(&zk, path, (&h, &m, &w)).await;
         let mut all = admin.new_multi_writer();
         all.add_delete(&waiter_node, None).unwrap();
         let options =
@@ -255,33 +278,8 @@ async fn a_waiter_whose_node_goes_with_a_head_that_left_no_tombstone_does_not_en
     let path = "/locks/handoff-own-node-no-tomb";
     let (h, m, w) = (session(&connect).await, session(&connect).await, session(&connect).await);
     for round in 0..5 {
-        let holder = InterProcessMutex::new(&h, path).unwrap().acquire().await.unwrap();
-        let spawn = |s: &Session| {
-            let mutex = InterProcessMutex::new(s, path).unwrap();
-            (mutex.clone(), tokio::spawn(async move { mutex.acquire().await }))
-        };
-        let (middle, middle_task) = spawn(&m);
-        // The middle one's listing, right behind the head and nobody after it, comes before
-        // the waiter's create.
-        eventually("the middle one queued", || async { middle.stats().listings == 1 }).await;
-        let (waiter, waiting) = spawn(&w);
-        let queue = within("three in the queue", async {
-            loop {
-                let queue = waiter.participants().await.unwrap();
-                if queue.len() == 3 {
-                    break queue;
-                }
-            }
-        })
-        .await;
-        let (middle_node, waiter_node) =
-            (format!("{path}/{}", queue[1].node), format!("{path}/{}", queue[2].node));
-        let tomb = format!("{path}/{}.released", &queue[1].node[queue[1].node.len() - 10..]);
-        eventually("the waiter to watch the middle one's tombstone", || async {
-            zk.four_letter(0, "wchp").await.is_ok_and(|listing| watchers(&listing, &tomb).next().is_some())
-        })
-        .await;
-        until_watched(&zk, "the waiter to watch the middle one", &middle_node).await;
+        let Three { holder, middle, middle_task, waiter, waiting, middle_node, waiter_node, .. } =
+            three_queued(&zk, path, (&h, &m, &w)).await;
         holder.release().await.unwrap();
         let guard = within("the middle one", middle_task).await.unwrap().unwrap();
         let mut status = guard.status();
