@@ -239,8 +239,9 @@ async fn a_revocable_waiter_behind_the_head_does_not_relist() {
 
 /// A handoff in one hop at every N, with no listing at all: a waiter two
 /// places back watches its predecessor's tombstone besides the predecessor, so the holder's
-/// release does not wake it; its predecessor, admitted at the head, leaves the tombstone when it
-/// releases, and the waiter enters on that deletion alone.
+/// release does not wake it. Its predecessor, admitted at the head, listed right behind the
+/// holder with nobody after it, so it releases with no tombstone; the waiter, woken by that
+/// deletion alone, reads once that the holder is gone, and enters with no listing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_waiter_two_back_enters_on_its_predecessors_deletion_alone() {
     use zk_recipes::{Lock, QueueEvent};

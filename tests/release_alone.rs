@@ -1,10 +1,11 @@
-//! A holder releases with a plain delete, no tombstone, when no waiter may watch for one
+//! A holder releases with a plain delete, no tombstone, when no waiter may need one
 //! (`Leaving::watched_behind` in src/queue/entry.rs): its latest listing showed its node at the
 //! head or right behind it, and no node after it. Only a waiter whose listing showed the holder
-//! two or more places back watches its tombstone; one place back, a waiter watches the head and
-//! the holder, and enters on the holder's deletion alone once the head is gone. On the
-//! uncontended cycle the tombstone cost the server about 50 µs of CPU per cycle for nobody, and
-//! on a lock two contenders take turns on, the same on every handoff (docs/performance.md).
+//! two or more places back needs its tombstone; one place back, a waiter that hears the
+//! holder's deletion with no tombstone reads once whether the head it listed is gone, and
+//! enters on that. On the uncontended cycle the tombstone cost the server about 50 µs of CPU
+//! per cycle for nobody, and on a lock two contenders take turns on, the same on every handoff
+//! (docs/performance.md).
 //! A holder whose listing showed it further back, or a node behind it, leaves its tombstone.
 //!
 //! Each test watches, from a raw session of its own, the tombstone's name and the holder's node:

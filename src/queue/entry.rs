@@ -324,15 +324,16 @@ pub(crate) struct Leaving {
     /// first, or the node ahead of ours was the head and is gone), never on a rule's admission
     /// of a node further back.
     at_head: bool,
-    /// Whether a waiter may watch our tombstone, as far as our latest listing tells: it showed
+    /// Whether a waiter may need our tombstone, as far as our latest listing tells: it showed
     /// our node two or more places back, or a node behind ours. Only a waiter whose listing
-    /// showed our node two or more places back watches it (one place back, it watches the head
-    /// and us instead: see `Queue::plan_wait`). A node behind ours at that listing may have
-    /// listed before it, when ours was further back; a node created since lists after it, when
-    /// ours is at most where that listing showed it (nodes only leave the queue ahead of ours).
-    /// So when it showed ours at the head or right behind it, and nobody after it, no waiter
-    /// ever watches our tombstone, and our delete goes plainly: on a queue of two (a
-    /// contended lock's holder and its one waiter), every release.
+    /// showed our node two or more places back needs it: one place back (right behind the
+    /// head), a waiter that hears our deletion with no tombstone reads whether that head is
+    /// gone instead (`WaitRound::head`). A node behind ours at that listing may have listed
+    /// before it, when ours was further back; a node created since lists after it, when ours
+    /// is at most where that listing showed it (nodes only leave the queue ahead of ours). So
+    /// when it showed ours at the head or right behind it, and nobody after it, no waiter ever
+    /// needs our tombstone, and our delete goes plainly: on a queue of two (a contended lock's
+    /// holder and its one waiter), every release.
     watched_behind: bool,
     /// Not before this instant: we saw a node ahead vanish without a clean release, and a
     /// waiter that leaves within its lock delay must not tell the one behind it that all was
