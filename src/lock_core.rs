@@ -494,7 +494,7 @@ impl LockCore {
             if decision != Decision::Proceed {
                 return Ok(Err(Missed::NotFree));
             }
-            Box::pin(self.queue.admitted(entry, rule, &queue, me)).await?;
+            self.queue.admitted(entry, rule, &queue, me);
             return Ok(Ok(()));
         }
         let waiting =

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
+use zk_recipes::zookeeper_client::{Acl, Acls, AuthId, Permission};
 use zk_recipes::{
     Error, InterProcessMultiLock, InterProcessMutex, InterProcessReadWriteLock, InterProcessSemaphore,
     InterProcessSemaphoreMutex, LockOptions, LockStatus, Session,
@@ -254,6 +255,37 @@ async fn a_different_maximum_on_the_same_path_is_refused() {
     }
     let admin = client(&zk.connect_string()).await;
     assert!(children(&admin, "/sem/max").await.is_empty());
+}
+
+/// Liveness (an acquire refused). With ACLs that do not grant WRITE on our nodes (READ, CREATE
+/// and DELETE: enough for every recipe without the lock delay), a semaphore's waiter admitted
+/// with another behind it cannot announce its admission (a write of its own node, which wakes
+/// that one): its acquire still succeeds, and the waiter behind gets the lease on its release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_semaphore_under_acls_without_write_admits_a_waiter_with_another_behind() {
+    const PATH: &str = "/sem/acl-no-write";
+    let zk = standalone().await;
+    let session = session(&zk.connect_string()).await;
+    let admin = client(&zk.connect_string()).await;
+    let acl = [Acl::new(Permission::READ | Permission::CREATE | Permission::DELETE, AuthId::anyone())];
+    let options = LockOptions::new().acls(Acls::new(&acl));
+    let sem = Arc::new(InterProcessSemaphore::with_options(&session, PATH, 1, options).unwrap());
+    let held = sem.acquire().await.unwrap();
+    let mut waiters = Vec::new();
+    for queued in [2, 3] {
+        let sem = sem.clone();
+        waiters.push(tokio::spawn(async move { sem.acquire().await }));
+        eventually("the waiter's node", || async { children(&admin, PATH).await.len() == queued }).await;
+    }
+    let second = waiters.pop().unwrap();
+    held.release().await.unwrap();
+    let first = within("the first waiter's lease", waiters.pop().unwrap()).await.unwrap();
+    let first = first.expect("the acquire of a waiter with another behind it");
+    assert!(!second.is_finished(), "two leases held of one");
+    first.release().await.unwrap();
+    let second = within("the second waiter's lease", second).await.unwrap().unwrap();
+    second.release().await.unwrap();
+    assert_eq!(children(&admin, PATH).await, Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -226,17 +226,22 @@ impl Entry {
         self.leaving.hold_back(delay);
     }
 
-    /// Rewrites our node's data unchanged: a data change that wakes the waiter watching it.
-    ///
-    /// # Errors
-    /// [`Error::NodeDeleted`] when our node is gone; errors of the write.
-    pub async fn touch(&mut self) -> Result<()> {
-        let path: &str = &self.path;
-        match Sender::new(&self.conn, &self.root).write(path, &self.data).await {
-            Ok(_) => Ok(()),
-            Err(ZkError::NoNode) => Err(Error::NodeDeleted { path: path.to_string() }),
-            Err(e) => Err(Error::from_zk("announce", path, e)),
-        }
+    /// Wakes the waiter that watches our node (see `Admission::announce_admission`) with a data
+    /// change: our node's data, written again unchanged. Sent now, so that every later request
+    /// of the session (our release's delete, say) is ordered after it; its answer is awaited in
+    /// the background, on the queue's janitor, the write sent again after a connection loss.
+    /// So an admission costs the acquire no round trip for it. The write fails only when our
+    /// node is gone (the waiter wakes on its deletion, and our hold hears of it) or when the
+    /// node's ACL denies us WRITE (the waiter then wakes on our release): logged, never the
+    /// acquire's error.
+    pub fn announce(&self) {
+        let answer = Sender::new(&self.conn, &self.root).rewrite(&self.path, &self.data);
+        let path = self.path.clone();
+        self.janitor.spawn("announce", async move {
+            if let Err(e) = answer.await {
+                tracing::debug!(node = %path, error = %e, "our admission's announcement failed");
+            }
+        });
     }
 
     /// Before a waiting round: the data watch on our node, when the round may enter on a

@@ -292,10 +292,16 @@ impl<'a> Sender<'a> {
         on_connection_loss(|| self.conn.client.get_and_watch_data(path)).await
     }
 
-    /// Writes `data` to the node at `path`, whatever its version; retried across connection
-    /// losses.
-    pub async fn write(self, path: &str, data: &[u8]) -> ZkResult<Stat> {
-        on_connection_loss(|| self.conn.client.set_data(path, data, None)).await
+    /// Writes `data` to the node at `path`, whatever its version: sent now (any later request
+    /// of the session is ordered after it), the answer to come, the write sent again after a
+    /// connection loss (the same data again: a second landing is one more data change).
+    pub fn rewrite(self, path: &str, data: &[u8]) -> impl Future<Output = ZkResult<Stat>> + Send + 'static {
+        let client = self.conn.client.clone();
+        let mut first = Some(client.set_data(path, data, None));
+        let (path, data) = (path.to_string(), data.to_vec());
+        async move {
+            on_connection_loss(|| first.take().unwrap_or_else(|| client.set_data(&path, &data, None))).await
+        }
     }
 
     /// Deletes our node at `path`, saying what `departure` says (see `Conn::send_delete`);

@@ -110,7 +110,8 @@ impl Queue {
         progress: &mut Progress<'_>,
     ) -> Result<()> {
         self.hold_back(entry, progress).await?;
-        self.admitted(entry, rule, &queue, me).await
+        self.admitted(entry, rule, &queue, me);
+        Ok(())
     }
 
     /// What a waiter at `me` watches this round under `decision` (not `Proceed`), and what
@@ -378,14 +379,9 @@ impl Queue {
         while_ours_stands(entry, tokio::time::sleep_until(until.into())).await
     }
 
-    /// Tells waiters behind us that we were admitted, when the rule asks for it.
-    pub async fn admitted(
-        &self,
-        entry: &mut Entry,
-        rule: &dyn Admission,
-        queue: &[QueueNode],
-        me: usize,
-    ) -> Result<()> {
+    /// Tells waiters behind us that we were admitted, when the rule asks for it (sent now, its
+    /// answer awaited in the background: see [`Entry::announce`]).
+    pub fn admitted(&self, entry: &mut Entry, rule: &dyn Admission, queue: &[QueueNode], me: usize) {
         if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
             // Every node before ours is gone: our release may say so (see `Leaving::tomb`).
             entry.admitted_at_head(true);
@@ -394,9 +390,8 @@ impl Queue {
         // `Leaving::watched_behind`).
         entry.listed_at(me, queue.len());
         if rule.announce_admission(queue, me) {
-            entry.touch().await?;
+            entry.announce();
         }
-        Ok(())
     }
 }
 

@@ -29,8 +29,10 @@ fn weight(node: &QueueNode, max: u64) -> u64 {
 /// releases first: it watches the lease children, with the child watch of a listing (as
 /// Curator's `InterProcessSemaphoreV2`, whose one waiter at a time watches them), or the one
 /// holder's node when only one is ahead, or every holder's node under a lock delay. Only it
-/// does: every later waiter watches the waiter just ahead of it, which touches its node's data
-/// once admitted, so waking stays one at a time (no herd).
+/// does: every later waiter watches the waiter just ahead of it, which writes its node's data
+/// again once admitted, so waking stays one at a time (no herd). That write is sent before the
+/// acquire returns and answered in the background (`Entry::announce`): an admission waits for no
+/// round trip of its own.
 pub(crate) struct Weighted {
     pub(crate) max: u64,
 }
