@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use zk_recipes::zookeeper_client::{Acls, CreateMode};
-use zk_recipes::{ConnectOptions, Error, InterProcessMutex, LockGuard, Session};
+use zk_recipes::{ConnectOptions, Error, InterProcessMutex, Lock, LockGuard, QueueEvent, Session};
 
 const LOCKS: usize = 48;
 
@@ -332,5 +332,78 @@ async fn a_fresh_paths_multi_whose_reply_is_lost_is_recovered_not_duplicated() {
     assert_eq!(guard.session_generation(), 1, "the session did not survive the cut");
     tokens_are_czxids(&zk.connect_string(), std::slice::from_ref(&guard)).await;
     guard.release().await.unwrap();
+    s.close().await;
+}
+
+/// Waits for `n` reports on `queued`.
+async fn all_queued(queued: &mut tokio::sync::mpsc::UnboundedReceiver<()>, n: usize) {
+    within("the waiters' Queued events", async move {
+        for _ in 0..n {
+            queued.recv().await.expect("a waiter reports");
+        }
+    })
+    .await
+}
+
+/// Many waiters joining one held lock at once on one session (thousands of waiters in a few
+/// processes): where creates go together, the joins whose creates went out in one `multi`
+/// share one listing of the lock's path, sent right behind it, where each sent its own after
+/// its create's answer. So their join costs the server its creates' `multi`s, one listing per
+/// `multi`, and per waiter the watches it sets (on its own node, on the node ahead and on that
+/// node's tombstone) and the read of the holder's id for its `Queued` event: four requests
+/// each, not five. On 3.8.0 every create goes alone and each join pipelines its own listing
+/// behind it, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn joins_whose_creates_go_together_share_one_listing() {
+    const WAITERS: usize = 64;
+    const PATH: &str = "/locks/shared-listing";
+    init_tracing();
+    let zk = standalone().await;
+    let connect = zk.connect_string();
+    let s = session(&connect).await;
+    let holder = session(&connect).await;
+    let held = InterProcessMutex::new(&holder, PATH).unwrap().acquire().await.unwrap();
+    let (tx, mut queued) = tokio::sync::mpsc::unbounded_channel();
+    // Each waiter takes the lock in its turn and releases it at once.
+    let join = |n: usize| -> Vec<tokio::task::JoinHandle<()>> {
+        (0..n)
+            .map(|_| {
+                let (mutex, tx) = (InterProcessMutex::new(&s, PATH).unwrap(), tx.clone());
+                tokio::spawn(async move {
+                    let mut report = move |event: &QueueEvent| {
+                        if matches!(event, QueueEvent::Queued { .. }) {
+                            let _ = tx.send(());
+                        }
+                    };
+                    let guard = mutex.acquire_with_events(None, &mut report).await.unwrap();
+                    guard.expect("no timeout").release().await.unwrap();
+                })
+            })
+            .collect()
+    };
+
+    // A first round lets the session learn what its server can do, and that the lock is busy.
+    let mut tasks = join(8);
+    all_queued(&mut queued, 8).await;
+    eventually("the session's probe", || async { s.known_server_features().is_some() }).await;
+    assert_eq!(s.known_server_features().map(|f| f.multi_create_stat), Some(batches()));
+    let requests = || async { zk.mntr(0).await.expect("mntr").packets_received() };
+    let before = requests().await;
+    tasks.extend(join(WAITERS));
+    all_queued(&mut queued, WAITERS).await;
+    let used = requests().await - before;
+    tracing::info!(used, "requests for {WAITERS} joins at once");
+    let waiters = WAITERS as i64;
+    if batches() {
+        // Slack for a few `multi`s and their listings, and the sessions' heartbeats.
+        assert!(used <= 4 * waiters + 24, "{used} requests for {WAITERS} joins: a listing each?");
+    } else {
+        assert!(used >= 5 * waiters, "{used} requests for {WAITERS} joins: no listing each?");
+    }
+    held.release().await.unwrap();
+    for task in tasks {
+        within("a waiter's turn", task).await.unwrap();
+    }
+    holder.close().await;
     s.close().await;
 }

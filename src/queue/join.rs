@@ -9,12 +9,12 @@ use zookeeper_client::Error as ZkError;
 use super::entry::{self, Entry, PendingCreate};
 use super::plan::{JoinInputs, JoinPlan, Listing, ParentCreate};
 use super::rule::{Admission, Decision};
-use super::sender::{Created, Listed, NotCreated, ZkResult};
+use super::sender::{Created, Listed, NotCreated, Sender, ZkResult};
 use super::stats::Count;
 use super::{decide_on, Joined, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
-use crate::session::Conn;
+use crate::session::{Behind, Conn};
 
 /// How many times a create is retried when its parent vanishes under it (an empty CONTAINER
 /// parent is reaped by the server) before we report the error.
@@ -55,13 +55,18 @@ impl Queue {
             let created = sent.create.await;
             self.teach_parent_guess(&plan, &created);
             match created {
-                Ok((stat, seq, resent)) => {
+                Ok((stat, seq, behind)) => {
                     pending.disarm();
                     let entry = self.entry_created(conn, node_prefix, (stat.czxid, seq), data);
-                    // A create sent again went out after the pipelined listing: list anew.
-                    let listing = match sent.listing_after || resent {
-                        true => self.sender(conn).listing(&plan).map(Either::Left),
-                        false => sent.listing.map(Either::Right),
+                    // The listing that came with our create's batch; or ours, pipelined behind
+                    // our create; or, when ours was not sent or went out before our create did
+                    // (sent again after another create failed its batch), one sent now.
+                    let listing = match (behind, sent.listing_after) {
+                        (Behind::Listing(shared), _) => Some(Either::Left(Sender::shared_listing(shared))),
+                        (Behind::Resent, _) | (Behind::Caller, true) => {
+                            self.sender(conn).listing(&plan).map(|l| Either::Right(Either::Left(l)))
+                        }
+                        (Behind::Caller, false) => sent.listing.map(|l| Either::Right(Either::Right(l))),
                     };
                     return self.listed(conn, entry, &plan, listing).await;
                 }

@@ -20,16 +20,15 @@ use zookeeper_client::{
 use super::plan::{JoinPlan, Listing, ParentCreate};
 use crate::error::{Error, Result};
 use crate::path::LockPath;
-use crate::session::{Conn, Departure};
+use crate::session::{Behind, Conn, Departure, SharedListing};
 use crate::util::on_connection_loss;
 
 /// An answer from ZooKeeper.
 pub(super) type ZkResult<T> = std::result::Result<T, ZkError>;
 
-/// The answer to a round's create: our node's `Stat`, its sequence number, and whether it was
-/// sent again after another create failed the batch it first went out in (see
-/// `Conn::send_create`).
-pub(super) type Created = std::result::Result<(Stat, i64, bool), NotCreated>;
+/// The answer to a round's create: our node's `Stat`, its sequence number, and what went out
+/// behind it for our listing (see `Conn::send_create`).
+pub(super) type Created = std::result::Result<(Stat, i64, Behind), NotCreated>;
 
 /// Why a round's create did not make our node.
 #[derive(Debug)]
@@ -78,8 +77,10 @@ impl<'a> Sender<'a> {
     /// one `multi`, `Conn::send_create`), and the listing; for [`ParentCreate::WithOurs`], the
     /// parent's create and ours in one `multi` ([`Sender::create_with_parent`]), then the
     /// listing. When our create waits for a batch of creates, the listing is not sent
-    /// (`listing_after`): [`Sender::listing`] sends it once our create is answered, so that it
-    /// shows our node.
+    /// (`listing_after`): a plain one comes with our create's answer, made right behind its
+    /// batch and shared with the batch's other creates under our root (`SharedListing`);
+    /// any other, [`Sender::listing`] sends once our create is answered, so that it shows our
+    /// node.
     pub fn join_round(
         self,
         plan: &JoinPlan,
@@ -99,7 +100,9 @@ impl<'a> Sender<'a> {
                 (plan.parent != ParentCreate::Skip).then(|| client.create(root, &[], &parent_options(acls)));
             // Behind the parent's create, ours goes at once: waiting for a batch would cost the
             // round a round trip (per-order locks: measured slower batched, docs/performance.md).
-            let (create, sent) = self.conn.send_create(path, data, acls, parent.is_some());
+            // Queued, ours comes with the batch's listing of the root if the plan's is plain.
+            let list = plan.listing == Listing::Plain;
+            let (create, sent) = self.conn.send_create(path, data, acls, parent.is_some(), list);
             (parent, Either::Right(async move { create.await.map_err(NotCreated::Ours) }), sent)
         };
         let listing = if sent { self.listing(plan) } else { None };
@@ -134,7 +137,7 @@ impl<'a> Sender<'a> {
                 Ok(results) => match results.get(1) {
                     Some(MultiWriteResult::Create { path: made, stat }) if !stat.is_invalid() => {
                         let seq = crate::session::sequence_of(path, made).map_err(NotCreated::Ours)?;
-                        Ok((*stat, seq, false))
+                        Ok((*stat, seq, Behind::Caller))
                     }
                     _ => Err(NotCreated::Ours(ZkError::ConnectionLoss)),
                 },
@@ -145,6 +148,13 @@ impl<'a> Sender<'a> {
                 ) => Err(NotCreated::Ours(source)),
             }
         }
+    }
+
+    /// The listing shared by the creates of our create's batch (see `Conn::send_create`): our
+    /// copy of its names.
+    pub async fn shared_listing(shared: SharedListing) -> ZkResult<Listed> {
+        let children = shared.await?;
+        Ok(Listed { children: children.as_ref().clone(), root: None, watch: None })
     }
 
     /// Sends the listing `plan` says (none for [`Listing::After`]).

@@ -19,6 +19,14 @@
 //! as on 3.8.0. Should a `multi` still answer a create without its `Stat` (the
 //! connection moved to an older server since), that node's `Stat` is read back.
 //!
+//! A queued create whose caller asked for a plain listing (`send`'s `list`) gets one made right
+//! after its `multi`: one listing of each parent, sent right behind the `multi` (ZooKeeper
+//! answers a session's requests in order, so it shows every node the `multi` made) and shared
+//! by the creates of that `multi` under that parent ([`SharedListing`]). Concurrent joins of one
+//! queue (thousands of waiters in a few processes) then cost the server one listing per
+//! `multi`, not one each, and their process one copy of it in flight; and a batched join waits
+//! for no listing of its own after its create's answer.
+//!
 //! Invariants:
 //! * Every create handed in is sent once per attempt, and its answer is its own: a `multi` is
 //!   atomic, so when one of its creates fails (a missing parent, `NoAuth`), the others did not
@@ -29,6 +37,9 @@
 //! * A create whose caller's future is dropped while it still waits is taken out of the queue,
 //!   never sent; once sent, it was sent before the drop returned (batches are sent under the
 //!   queue's lock), so the caller's cleanup (`PendingCreate`: its listing) comes after it.
+//! * A shared listing is handed only to the creates of the `multi` it went out behind, and
+//!   only when that `multi` made them: a create sent again after another failed the `multi`
+//!   gets the listing of the `multi` it goes out in next, if any.
 //! * The queue always drains: a create stays queued only while [`WINDOW`] are in flight, and
 //!   every queued one and every `multi` is answered on the session's task, whose answer sends
 //!   what waits.
@@ -38,6 +49,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use futures_util::future::{FutureExt, Shared};
 use tokio::sync::oneshot;
 use zookeeper_client::{
     Acl, Acls, Client, CreateMode, Error as ZkError, MultiWriteError, MultiWriteResult, Stat,
@@ -48,10 +60,27 @@ use super::driver::Job;
 use super::features::FeatureCache;
 use crate::util::lock;
 
-/// A create's answer: the node's `Stat`, its sequence number, and whether it was sent again
-/// after another create failed the `multi` it first went out in (a request sent after the
-/// first sending may then have been answered before the node existed).
-pub(crate) type CreateFuture = Pin<Box<dyn Future<Output = Result<(Stat, i64, bool), ZkError>> + Send>>;
+/// A create's answer: the node's `Stat`, its sequence number, and what went out behind it for
+/// its caller's listing.
+pub(crate) type CreateFuture = Pin<Box<dyn Future<Output = Result<(Stat, i64, Behind), ZkError>> + Send>>;
+
+/// What went out right behind a create, for its caller's listing (see [`Creates::send`]).
+pub(crate) enum Behind {
+    /// What its caller sent right after `send` returned `true` (a listing it pipelined), if
+    /// anything.
+    Caller,
+    /// It went out again, after another create failed the `multi` it first went out in: what
+    /// its caller sent behind the first sending may have been answered before the node existed.
+    Resent,
+    /// The listing of its parent sent right behind the `multi` it went out in, shared with that
+    /// `multi`'s other creates under that parent (see the module's docs).
+    Listing(SharedListing),
+}
+
+/// A listing of a parent's children, sent right behind a `multi` of creates and shared by the
+/// creates of that `multi` under that parent (each caller copies the names it needs).
+pub(crate) type SharedListing =
+    Shared<Pin<Box<dyn Future<Output = Result<Arc<Vec<String>>, ZkError>> + Send>>>;
 
 /// How many creates (plain, or `multi`s of them) one generation keeps in flight before the
 /// next ones wait to go out together.
@@ -68,7 +97,7 @@ const PROBES: u8 = 3;
 /// A plain create's answer: the node's `Stat` and its sequence number.
 type PlainCreate = Pin<Box<dyn Future<Output = Result<(Stat, i64), ZkError>> + Send>>;
 
-type Answer = oneshot::Sender<Result<(Stat, i64, bool), ZkError>>;
+type Answer = oneshot::Sender<Result<(Stat, i64, Behind), ZkError>>;
 
 /// A create waiting to go out.
 struct Queued {
@@ -79,6 +108,10 @@ struct Queued {
     tx: Answer,
     /// Sent again after another create failed its first `multi`.
     resent: bool,
+    /// Its caller asked for a listing of the parent made after it.
+    list: bool,
+    /// The listing sent right behind the `multi` (or plain create) it went out in, if it asked.
+    listing: Option<SharedListing>,
 }
 
 /// The batching of one generation's creates of EPHEMERAL_SEQUENTIAL queue nodes.
@@ -115,13 +148,16 @@ impl Creates {
     /// ordered after it).
     ///
     /// `alone`: sent now whatever is in flight (a create pipelined behind its parent's, whose
-    /// round would otherwise wait for the batch).
+    /// round would otherwise wait for the batch). `list`: a queued create's answer carries a
+    /// listing of its parent made right after it ([`Behind::Listing`], see the module's docs),
+    /// and `send` then never returns `true`: its caller sends no listing of its own.
     pub fn send(
         self: &Arc<Self>,
         path: &str,
         data: &[u8],
         acls: &[Acl],
         alone: bool,
+        list: bool,
     ) -> (CreateFuture, bool) {
         let (now, probe) = {
             let mut state = lock(&self.state);
@@ -155,12 +191,16 @@ impl Creates {
                 acls: acls.to_vec(),
                 tx,
                 resent: false,
+                list,
+                listing: None,
             };
             state.queued.push_back(queued);
             id
         };
         self.flush();
-        let sent = !lock(&self.state).queued.iter().any(|q| q.id == id);
+        // Gone out in that flush: its caller may pipeline its listing behind it, unless one
+        // comes with its answer.
+        let sent = !list && !lock(&self.state).queued.iter().any(|q| q.id == id);
         let waiting = Waiting { creates: self.clone(), id };
         (
             Box::pin(async move {
@@ -193,17 +233,14 @@ impl Creates {
             if let (Some(probe), Ok(_)) = (probe, &answer) {
                 probe.start();
             }
-            answer.map(|(stat, seq)| (stat, seq, false))
+            answer.map(|(stat, seq)| (stat, seq, Behind::Caller))
         })
     }
 
     /// Learns, on the session's task, whether the server answers a `multi`'s creates with
     /// their `Stat`, by the session's probe under the parent of `path`.
     fn probe(self: &Arc<Self>, path: &str) {
-        let parent = match path.rsplit_once('/') {
-            Some(("", _)) | None => "/".to_string(),
-            Some((parent, _)) => parent.to_string(),
-        };
+        let parent = parent_of(path).to_string();
         lock(&self.state).probes += 1;
         let this = self.clone();
         let job: Job = Box::pin(async move {
@@ -227,21 +264,23 @@ impl Creates {
         }
         state.in_flight += 1;
         let most = state.queued.len().min(MOST);
-        let batch: Vec<Queued> = state.queued.drain(..most).collect();
+        let mut batch: Vec<Queued> = state.queued.drain(..most).collect();
         let slot = Slot(self.clone());
-        let mut batch = batch;
         let job: Job = if batch.len() == 1 {
-            let one = batch.remove(0);
-            let mut sent = create(&self.client, one.path, one.data, one.acls);
-            // The first poll sends it, now, under the lock.
+            let mut one = batch.remove(0);
+            let (data, acls) = (std::mem::take(&mut one.data), std::mem::take(&mut one.acls));
+            let mut sent = create(&self.client, one.path.clone(), data, acls);
+            // The first poll sends it, now, under the lock; its listing right behind it.
             let now = crate::util::poll_now(sent.as_mut());
-            let (tx, resent) = (one.tx, one.resent);
+            list_behind(&self.client, std::slice::from_mut(&mut one));
+            let behind = one.behind();
+            let tx = one.tx;
             Box::pin(async move {
                 let answer = match now {
                     Some(answer) => answer,
                     None => sent.await,
                 };
-                let _ = tx.send(answer.map(|(stat, seq)| (stat, seq, resent)));
+                let _ = tx.send(answer.map(|(stat, seq)| (stat, seq, behind)));
                 drop(slot);
             })
         } else {
@@ -257,8 +296,10 @@ impl Creates {
                 }
                 writer.commit().await
             });
-            // The first poll builds the request and sends it, now, under the lock.
+            // The first poll builds the request and sends it, now, under the lock; the listings
+            // right behind it.
             let now = crate::util::poll_now(sent.as_mut());
+            list_behind(&self.client, &mut batch);
             let client = self.client.clone();
             Box::pin(async move {
                 let answer = match now {
@@ -283,13 +324,14 @@ impl Creates {
         match answer {
             Ok(results) if results.len() == batch.len() => {
                 let mut reads = Vec::new();
-                for (q, result) in batch.into_iter().zip(results) {
+                for (mut q, result) in batch.into_iter().zip(results) {
                     match result {
                         MultiWriteResult::Create { path, stat } => {
                             let seq = sequence_of(&q.path, &path);
                             // No `Stat` (the connection moved to an older server): read it.
                             let read = stat.is_invalid().then(|| client.check_stat(&path));
-                            reads.push((q.tx, stat, seq.map(|seq| (seq, q.resent)), read));
+                            let behind = q.behind();
+                            reads.push((q.tx, stat, seq.map(|seq| (seq, behind)), read));
                         }
                         _ => drop(q.tx.send(Err(ZkError::ConnectionLoss))),
                     }
@@ -303,7 +345,7 @@ impl Creates {
                             Err(e) => Err(e),
                         },
                     };
-                    let _ = tx.send(stat.and_then(|stat| seq.map(|(seq, resent)| (stat, seq, resent))));
+                    let _ = tx.send(stat.and_then(|stat| seq.map(|(seq, behind)| (stat, seq, behind))));
                 }
             }
             Ok(_) => {
@@ -320,7 +362,8 @@ impl Creates {
                     if i == index {
                         let _ = q.tx.send(Err(source.clone()));
                     } else if !q.tx.is_closed() {
-                        state.queued.push_front(Queued { resent: true, ..q });
+                        // Its listing went out behind a `multi` that made nothing.
+                        state.queued.push_front(Queued { resent: true, listing: None, ..q });
                     }
                 }
             }
@@ -330,6 +373,52 @@ impl Creates {
                 batch.into_iter().for_each(|q| drop(q.tx.send(Err(source.clone()))));
             }
         }
+    }
+}
+
+impl Queued {
+    /// What went out behind it, once its create is answered.
+    fn behind(&mut self) -> Behind {
+        match (self.listing.take(), self.resent) {
+            (Some(listing), _) => Behind::Listing(listing),
+            (None, true) => Behind::Resent,
+            (None, false) => Behind::Caller,
+        }
+    }
+}
+
+/// Sends one listing of each parent that `batch`'s creates asking for one go under, now (right
+/// behind their `multi`, just sent), and hands it to each of them (see the module's docs).
+fn list_behind(client: &Arc<Client>, batch: &mut [Queued]) {
+    let mut sent: Vec<(String, SharedListing)> = Vec::new();
+    for q in batch.iter_mut().filter(|q| q.list) {
+        let parent = parent_of(&q.path);
+        let listing = match sent.iter().find(|(p, _)| p == parent) {
+            Some((_, listing)) => listing.clone(),
+            None => {
+                let (client, path) = (client.clone(), parent.to_string());
+                let mut listing: Pin<Box<dyn Future<Output = _> + Send>> =
+                    Box::pin(async move { client.list_children(&path).await.map(Arc::new) });
+                // The first poll sends it, now.
+                let listing: SharedListing = match crate::util::poll_now(listing.as_mut()) {
+                    Some(now) => (Box::pin(std::future::ready(now))
+                        as Pin<Box<dyn Future<Output = _> + Send>>)
+                        .shared(),
+                    None => listing.shared(),
+                };
+                sent.push((parent.to_string(), listing.clone()));
+                listing
+            }
+        };
+        q.listing = Some(listing);
+    }
+}
+
+/// The parent of the node `path` names (the root for a top-level node).
+fn parent_of(path: &str) -> &str {
+    match path.rsplit_once('/') {
+        Some(("", _)) | None => "/",
+        Some((parent, _)) => parent,
     }
 }
 

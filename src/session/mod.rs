@@ -34,7 +34,7 @@ use tokio::sync::{broadcast, watch};
 use zookeeper_client::Client;
 
 use self::connect::open_client;
-pub(crate) use self::creates::sequence_of;
+pub(crate) use self::creates::{sequence_of, Behind, SharedListing};
 pub(crate) use self::deletes::DeleteFuture;
 pub(crate) use self::demand::Asking;
 pub use self::features::ServerFeatures;
