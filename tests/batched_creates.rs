@@ -395,8 +395,11 @@ async fn joins_whose_creates_go_together_share_one_listing() {
     tracing::info!(used, "requests for {WAITERS} joins at once");
     let waiters = WAITERS as i64;
     if batches() {
-        // Slack for a few `multi`s and their listings, and the sessions' heartbeats.
-        assert!(used <= 4 * waiters + 24, "{used} requests for {WAITERS} joins: a listing each?");
+        // Each separate send of creates (a `multi`, or a create that went alone) costs one
+        // request and one listing; with a listing each, the joins would cost 5 * WAITERS and
+        // one per send. Slack for up to 28 sends, however the tasks happened to meet the
+        // creates in flight, and the sessions' heartbeats.
+        assert!(used <= 4 * waiters + 56, "{used} requests for {WAITERS} joins: a listing each?");
     } else {
         assert!(used >= 5 * waiters, "{used} requests for {WAITERS} joins: no listing each?");
     }

@@ -229,11 +229,14 @@ impl Entry {
     /// Wakes the waiter that watches our node (see `Admission::announce_admission`) with a data
     /// change: our node's data, written again unchanged. Sent now, so that every later request
     /// of the session (our release's delete, say) is ordered after it; its answer is awaited in
-    /// the background, on the queue's janitor, the write sent again after a connection loss.
-    /// So an admission costs the acquire no round trip for it. The write fails only when our
-    /// node is gone (the waiter wakes on its deletion, and our hold hears of it) or when the
-    /// node's ACL denies us WRITE (the waiter then wakes on our release): logged, never the
-    /// acquire's error.
+    /// the background, on the queue's janitor, and the write sent again after a connection loss
+    /// (that one may land after our release's delete: it then finds no node), until the
+    /// session ends. So an admission costs the acquire no round trip for it. Its failures are
+    /// logged, never the acquire's error:
+    /// - our node is gone, or the session ended: the waiter wakes on our node's deletion (our
+    ///   hold hears of it when it watches its node, `LockOptions::watch_own_node`);
+    /// - the node's ACL denies us WRITE: the waiter wakes only on our release, so until then a
+    ///   lease that another holder frees is not taken (see `Weighted`).
     pub fn announce(&self) {
         let answer = Sender::new(&self.conn, &self.root).rewrite(&self.path, &self.data);
         let path = self.path.clone();

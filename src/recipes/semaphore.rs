@@ -32,7 +32,9 @@ fn weight(node: &QueueNode, max: u64) -> u64 {
 /// does: every later waiter watches the waiter just ahead of it, which writes its node's data
 /// again once admitted, so waking stays one at a time (no herd). That write is sent before the
 /// acquire returns and answered in the background (`Entry::announce`): an admission waits for no
-/// round trip of its own.
+/// round trip of its own. Where the nodes' ACL denies us WRITE (`LockOptions::acls`), the write
+/// is refused: the waiter behind then wakes only when the one ahead of it releases, and a lease
+/// another holder frees meanwhile is not taken until then.
 pub(crate) struct Weighted {
     pub(crate) max: u64,
 }

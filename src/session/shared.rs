@@ -356,9 +356,9 @@ impl Conn {
     /// Sends the create of our EPHEMERAL_SEQUENTIAL queue node at `path` (a name prefix), or
     /// queues it to go out with this generation's other creates in one `multi` where the
     /// server answers their `Stat`s (see `creates.rs`). Returns its answer to come, and whether
-    /// it was sent now, alone: a request sent after it is then ordered after it. `alone`: sent
-    /// now whatever is in flight. `list`: if queued, its answer carries a listing of its parent
-    /// made after it (`SharedListing`).
+    /// it was sent already, with no listing to come with its answer: a request sent after it is
+    /// then ordered after it. `alone`: sent now whatever is in flight. `list`: if queued, its
+    /// answer carries a listing of its parent made after it (`SharedListing`).
     pub fn send_create(
         &self,
         path: &str,
