@@ -397,15 +397,11 @@ fn list_behind(client: &Arc<Client>, batch: &mut [Queued]) {
             Some((_, listing)) => listing.clone(),
             None => {
                 let (client, path) = (client.clone(), parent.to_string());
-                let mut listing: Pin<Box<dyn Future<Output = _> + Send>> =
-                    Box::pin(async move { client.list_children(&path).await.map(Arc::new) });
                 // The first poll sends it, now.
-                let listing: SharedListing = match crate::util::poll_now(listing.as_mut()) {
-                    Some(now) => (Box::pin(std::future::ready(now))
-                        as Pin<Box<dyn Future<Output = _> + Send>>)
-                        .shared(),
-                    None => listing.shared(),
-                };
+                let listing: SharedListing = crate::util::sent_now(Box::pin(async move {
+                    client.list_children(&path).await.map(Arc::new)
+                }))
+                .shared();
                 sent.push((parent.to_string(), listing.clone()));
                 listing
             }

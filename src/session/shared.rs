@@ -446,7 +446,7 @@ impl Conn {
     /// after it), saying what `departure` says, and returns its answer to come.
     pub fn send_delete(&self, path: &str, departure: Departure) -> DeleteFuture {
         let (client, path) = (self.client.clone(), path.to_string());
-        let mut sent: DeleteFuture = match departure {
+        let sent: DeleteFuture = match departure {
             Departure::Plain => return Box::pin(self.client.delete(&path, None)),
             Departure::Clean => Box::pin(async move {
                 let mut writer = client.new_multi_writer();
@@ -485,10 +485,7 @@ impl Conn {
             }),
         };
         // The first poll builds the transaction and sends it.
-        match crate::util::poll_now(sent.as_mut()) {
-            Some(now) => Box::pin(std::future::ready(now)),
-            None => sent,
-        }
+        crate::util::sent_now(sent)
     }
 
     /// Deletes our node at `path`, retrying connection losses; a node already gone is fine, and

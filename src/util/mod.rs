@@ -26,3 +26,14 @@ pub(crate) fn poll_now<F: std::future::Future + ?Sized>(fut: std::pin::Pin<&mut 
         std::task::Poll::Pending => None,
     }
 }
+
+/// Polls `fut` once, now (a request's future sends it at its first poll), and returns what is
+/// left to await: its output if it is ready already, else `fut` itself.
+pub(crate) fn sent_now<T: Send + 'static>(
+    mut fut: std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>> {
+    match poll_now(fut.as_mut()) {
+        Some(now) => Box::pin(std::future::ready(now)),
+        None => fut,
+    }
+}
