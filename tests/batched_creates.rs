@@ -264,24 +264,35 @@ async fn a_batch_whose_reply_is_lost_is_recovered_node_by_node_not_duplicated() 
         g.unwrap().release().await.unwrap();
     }
     eventually("the server probed", || async { s.known_server_features().is_some() }).await;
-    // Every reply held back: two creates go out alone, the rest together once one is answered.
+    // Every reply held back: the first two creates go out alone (each seen landed before the
+    // next acquire starts, so neither takes another with it), the rest together once one is
+    // answered.
     proxy.set_reply_latency(Duration::from_secs(3));
-    let acquiring = tokio::spawn({
-        let mutexes = mutexes.clone();
-        async move { acquire_all(&mutexes).await }
-    });
-    eventually("every create landed", || async {
-        let mut landed = 0;
-        for path in &paths {
-            landed += children(&admin, path).await.len();
+    let landed = |n: usize| {
+        let (admin, paths) = (&admin, &paths);
+        async move {
+            let mut landed = 0;
+            for path in paths {
+                landed += children(admin, path).await.len();
+            }
+            landed == n
         }
-        landed == LOCKS
-    })
-    .await;
+    };
+    let mut acquiring = Vec::new();
+    for (i, m) in mutexes.iter().enumerate() {
+        let m = m.clone();
+        acquiring.push(tokio::spawn(async move { within("acquire", m.acquire()).await }));
+        if i < 2 {
+            eventually("the create landed", || landed(i + 1)).await;
+        }
+    }
+    eventually("every create landed", || landed(LOCKS)).await;
     proxy.set_reply_latency(Duration::ZERO);
     proxy.cut();
-    let guards: Vec<LockGuard> =
-        within("acquires after recovery", acquiring).await.unwrap().into_iter().map(|g| g.unwrap()).collect();
+    let mut guards: Vec<LockGuard> = Vec::new();
+    for task in acquiring {
+        guards.push(within("acquires after recovery", task).await.unwrap().unwrap());
+    }
     let recoveries: u64 = mutexes.iter().map(|m| m.stats().recoveries).sum();
     assert!(recoveries >= 1, "the recovery path did not run");
     if batches() {
