@@ -83,7 +83,7 @@ impl Scheme {
     pub fn sort(self, children: &[String]) -> Result<Vec<String>, Error> {
         let mut queue: Vec<_> = children.iter().filter_map(|c| self.0.parse(c)).collect();
         naming::sort_queue(&mut queue, &self.0, "/fuzz")?;
-        Ok(queue.into_iter().map(|node| node.name).collect())
+        Ok(queue.into_iter().map(|node| node.name.into_owned()).collect())
     }
 }
 

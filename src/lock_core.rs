@@ -473,7 +473,7 @@ impl LockCore {
     async fn admit(
         &self,
         entry: &mut Entry,
-        children: Vec<String>,
+        children: crate::queue::Children,
         root: Option<crate::queue::RootVersion>,
         request: &Request<'_>,
         deadline: Option<Instant>,
@@ -516,7 +516,7 @@ impl LockCore {
     fn joined(
         &self,
         joined: crate::queue::Joined,
-    ) -> (Entry, Vec<String>, Option<crate::queue::RootVersion>) {
+    ) -> (Entry, crate::queue::Children, Option<crate::queue::RootVersion>) {
         let crate::queue::Joined { entry, children, root } = joined;
         self.labels.queue_length(children.len());
         let span = tracing::Span::current();

@@ -62,7 +62,7 @@ pub(crate) async fn list(queue: &Queue, rule: &dyn Admission) -> Result<Vec<Part
                 is_holder: rule.decide(&queue_now, position) == Decision::Proceed,
                 id,
                 value,
-                node: node.name,
+                node: node.name.into_owned(),
                 session: stat.ephemeral_owner,
                 czxid: stat.czxid,
                 ctime_ms: stat.ctime,

@@ -4,21 +4,24 @@
 mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use common::*;
 use zk_recipes::{InterProcessMutex, Session};
 use zk_testcluster::{ClusterConfig, ZkCluster};
 
-/// The system allocator, counting the bytes it has handed out and not had back.
+/// The system allocator, counting the bytes it has handed out and not had back, and the
+/// allocations it made.
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 // SAFETY: every call goes to the system allocator unchanged; only a counter is updated beside.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
         // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
         unsafe { System.alloc(layout) }
     }
@@ -54,16 +57,29 @@ async fn total_watches(zk: &ZkCluster) -> usize {
         .unwrap_or_else(|| panic!("a watch count in {text:?}"))
 }
 
-/// Live heap bytes per waiter while `n` waiters, each with a handle of its own, are queued on
-/// one lock behind a holder, on one session; every waiter then acquires and releases in turn.
+/// What `n` waiters queued on one lock cost: live heap bytes per waiter, and the allocations
+/// one more waiter makes to join behind them (its listing of `n + 2` names among them).
+struct Cost {
+    bytes_per_waiter: isize,
+    allocations_to_join: usize,
+}
+
+/// What `n` waiters, each with a handle of its own, cost while queued on one lock behind a
+/// holder, on one session (see [`Cost`]); every waiter then acquires and releases in turn.
 /// The waiters join in waves of [`WAVE`], each wave watching before the next joins.
-async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> isize {
+async fn cost_of_waiters(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> Cost {
     let holder = InterProcessMutex::new(s, path).unwrap().acquire().await.unwrap();
     let watches = total_watches(zk).await;
     let before = LIVE.load(Ordering::Relaxed);
-    let mut waiters = Vec::with_capacity(n);
-    while waiters.len() < n {
-        let wave = WAVE.min(n - waiters.len());
+    let mut waiters = Vec::with_capacity(n + 1);
+    let mut queued = 0;
+    let mut allocations_to_join = 0;
+    // The waves of `n`, then the one more waiter.
+    for wave in (0..n).step_by(WAVE).map(|at| WAVE.min(n - at)).chain([1]) {
+        if waiters.len() == n {
+            queued = LIVE.load(Ordering::Relaxed);
+        }
+        let joining = ALLOCATIONS.load(Ordering::Relaxed);
         waiters.extend((0..wave).map(|_| {
             let mutex = InterProcessMutex::new(s, path).unwrap();
             tokio::spawn(async move { mutex.acquire().await?.release().await })
@@ -72,16 +88,15 @@ async fn bytes_per_waiter(zk: &ZkCluster, s: &Session, path: &str, n: usize) -> 
         // and that node's tombstone's name (the waiter behind a node moves up on its tombstone
         // without listing): two watches a waiter, less the one path already watched when we
         // counted (one session: a path's watch counts once).
-        let queued = waiters.len();
-        eventually("every waiter watching", || async { total_watches(zk).await >= watches + 2 * queued - 1 })
-            .await;
+        let watching = watches + 2 * waiters.len() - 1;
+        eventually("every waiter watching", || async { total_watches(zk).await >= watching }).await;
+        allocations_to_join = ALLOCATIONS.load(Ordering::Relaxed) - joining;
     }
-    let queued = LIVE.load(Ordering::Relaxed);
     holder.release().await.unwrap();
     for w in waiters {
         within("a waiter's turn", w).await.unwrap().unwrap();
     }
-    (queued - before) / n as isize
+    Cost { bytes_per_waiter: (queued - before) / n as isize, allocations_to_join }
 }
 
 /// A waiter keeps only what it watches, not the listing it queued from (nor the queue parsed
@@ -103,10 +118,21 @@ async fn a_waiter_costs_the_same_memory_however_long_the_queue() {
     let s = session(&zk.connect_string()).await;
     // First a long queue, so that the session's buffers and maps have grown to the size a
     // long queue needs before anything is counted.
-    bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
-    let short = bytes_per_waiter(&zk, &s, "/locks/memory", SHORT).await;
-    let long = bytes_per_waiter(&zk, &s, "/locks/memory", LONG).await;
+    cost_of_waiters(&zk, &s, "/locks/memory", LONG).await;
+    let short = cost_of_waiters(&zk, &s, "/locks/memory", SHORT).await;
+    let long = cost_of_waiters(&zk, &s, "/locks/memory", LONG).await;
+    let (joins, joins_long) = (short.allocations_to_join, long.allocations_to_join);
+    let (short, long) = (short.bytes_per_waiter, long.bytes_per_waiter);
     eprintln!("live heap per queued waiter: {short} B with {SHORT} waiters, {long} B with {LONG}");
+    eprintln!("allocations to join behind them: {joins} behind {SHORT}, {joins_long} behind {LONG}");
+    // A join's listing of N names is N strings as the client reads it; the queue is read from
+    // it without a copy of each name (one was made per name, then dropped: with many waiters
+    // joining long queues, memory the allocator kept).
+    assert!(
+        joins_long < joins + LONG + LONG / 2,
+        "{joins} allocations to join behind {SHORT} waiters, {joins_long} behind {LONG}: a join \
+         copies the names of the queue it reads"
+    );
     assert!(
         long < short + short / 4,
         "{short} bytes per waiter with {SHORT} waiters, {long} with {LONG}: a waiter's memory grows \

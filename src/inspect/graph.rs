@@ -35,7 +35,7 @@ const EVIDENCE: usize = 3;
 /// One queue: its kind, its nodes in queue order, and each node's owner session.
 pub(crate) struct Queue {
     pub kind: QueueKind,
-    pub nodes: Vec<QueueNode>,
+    pub nodes: Vec<QueueNode<'static>>,
     pub owners: Vec<i64>,
 }
 
@@ -198,7 +198,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &(marker, _))| QueueNode {
-                name: format!("_c_u-w1-lease-{i:010}"),
+                name: format!("_c_u-w1-lease-{i:010}").into(),
                 seq: i as i32,
                 marker,
             })

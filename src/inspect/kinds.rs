@@ -51,7 +51,7 @@ impl Family {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Sorted {
     /// The queue, in queue order, if the children hold one.
-    pub queue: Option<(Family, Vec<QueueNode>)>,
+    pub queue: Option<(Family, Vec<QueueNode<'static>>)>,
     /// Why the children that look like a queue can't be read as one.
     pub refused: Option<String>,
     /// The other children: paths to walk into.
@@ -61,14 +61,14 @@ pub(crate) struct Sorted {
 /// Sorts out the children of `path`: queue nodes (every one the recipes' parsers accept, in
 /// either format) and the rest.
 pub(crate) fn sort_out(path: &str, children: Vec<String>) -> Sorted {
-    let mut groups: Vec<(Family, Vec<QueueNode>)> = Vec::new();
+    let mut groups: Vec<(Family, Vec<QueueNode<'static>>)> = Vec::new();
     let mut others = Vec::new();
     for child in children {
         let parsed = NodeFormat::detect(&child).and_then(|format| {
             Family::ALL
                 .iter()
                 .filter(|f| f.scheme().format == format)
-                .find_map(|&f| f.scheme().parse(&child).map(|node| (f, node)))
+                .find_map(|&f| f.scheme().parse(&child).map(|node| (f, node.owned())))
         });
         match parsed {
             Some((family, node)) => match groups.iter_mut().find(|(f, _)| *f == family) {

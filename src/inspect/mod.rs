@@ -138,7 +138,7 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
 /// A queue as reported, with what the graph needs.
 struct Assembled {
     info: QueueInfo,
-    nodes: Vec<crate::naming::QueueNode>,
+    nodes: Vec<crate::naming::QueueNode<'static>>,
 }
 
 impl std::ops::Deref for Assembled {

@@ -20,7 +20,7 @@ pub(crate) struct Found {
     pub path: String,
     pub kind: QueueKind,
     pub format: NodeFormat,
-    pub nodes: Vec<QueueNode>,
+    pub nodes: Vec<QueueNode<'static>>,
     pub members: Vec<Participant>,
 }
 
@@ -129,7 +129,12 @@ async fn list(client: &Client, paths: &[String]) -> Result<Vec<Option<Vec<String
 }
 
 /// Reads a queue's nodes (data and stat) and, for a semaphore, its maximum (the path's data).
-async fn read_queue(client: &Client, path: &str, family: Family, nodes: Vec<QueueNode>) -> Result<Found> {
+async fn read_queue(
+    client: &Client,
+    path: &str,
+    family: Family,
+    nodes: Vec<QueueNode<'static>>,
+) -> Result<Found> {
     let mut kept = Vec::with_capacity(nodes.len());
     let mut members = Vec::with_capacity(nodes.len());
     for batch in nodes.chunks(BATCH) {
@@ -145,7 +150,7 @@ async fn read_queue(client: &Client, path: &str, family: Family, nodes: Vec<Queu
             members.push(Participant {
                 party,
                 position: kept.len(),
-                node: node.name.clone(),
+                node: node.name.to_string(),
                 id,
                 value,
                 is_holder: false,

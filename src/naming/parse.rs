@@ -44,7 +44,7 @@ impl NameScheme {
     }
 
     /// Parses a child name; `None` for a foreign node that is not part of this queue.
-    pub fn parse(&self, name: &str) -> Option<QueueNode> {
+    pub fn parse<'a>(&self, name: &'a str) -> Option<QueueNode<'a>> {
         // The last occurrence of any marker, as Curator's `lastIndexOf(lockName)`.
         let (marker, at) = self
             .markers
@@ -53,7 +53,7 @@ impl NameScheme {
             .filter_map(|(i, m)| name.rfind(m).map(|at| (i, at + m.len())))
             .max_by_key(|&(_, at)| at)?;
         let seq = parse_sequence(&name[at..])?;
-        Some(QueueNode { name: name.to_string(), seq, marker })
+        Some(QueueNode { name: name.into(), seq, marker })
     }
 }
 

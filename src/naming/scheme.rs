@@ -2,6 +2,7 @@
 //! of a create attempt, what a recipe is called, and [`QueueNode`], a name read as a queue's.
 
 use crate::format::NodeFormat;
+use std::borrow::Cow;
 
 impl NodeFormat {
     /// The name for `format` of a recipe's role (the Curator marker given).
@@ -116,15 +117,24 @@ fn protection_id() -> uuid::Uuid {
     uuid::Builder::from_random_bytes((base ^ count).to_be_bytes()).into_uuid()
 }
 
-/// A parsed queue node.
+/// A parsed queue node: a child name read as a queue's. The engine's decisions borrow the
+/// name from the listing it came in (a listing of N names is read without N copies: memory per
+/// waiter); what keeps nodes past their listing (`inspect`) owns them ([`QueueNode::owned`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct QueueNode {
+pub(crate) struct QueueNode<'a> {
     /// The child name, without the parent path.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// The sequence number.
     pub seq: i32,
     /// Index of its marker in [`NameScheme::markers`].
     pub marker: usize,
+}
+
+impl QueueNode<'_> {
+    /// The same node, its name owned: kept past the listing it was read from.
+    pub fn owned(self) -> QueueNode<'static> {
+        QueueNode { name: Cow::Owned(self.name.into_owned()), seq: self.seq, marker: self.marker }
+    }
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use crate::format::NodeFormat;
 /// kazoo format, the first that kazoo can't see, if any), the same for any order of `nodes`.
 pub(crate) fn sort_queue(nodes: &mut [QueueNode], scheme: &NameScheme, path: &str) -> Result<()> {
     let wrapped =
-        |node: &QueueNode| Error::SequenceWrapped { path: path.to_string(), node: node.name.clone() };
+        |node: &QueueNode| Error::SequenceWrapped { path: path.to_string(), node: node.name.to_string() };
     nodes.sort_by(|a, b| (text_order_key(a.seq), &a.name).cmp(&(text_order_key(b.seq), &b.name)));
     if scheme.format == NodeFormat::Kazoo {
         // A ten-character negative text (`-000000005`): kazoo's pattern wants ten digits. The
@@ -56,7 +56,7 @@ pub(crate) fn sort_queue(nodes: &mut [QueueNode], scheme: &NameScheme, path: &st
 }
 
 /// The nodes in creation order, across the counter's wrap (see [`sort_queue`]).
-fn creation_order(nodes: &[QueueNode]) -> Vec<&QueueNode> {
+fn creation_order<'q, 'a>(nodes: &'q [QueueNode<'a>]) -> Vec<&'q QueueNode<'a>> {
     let mut order: Vec<&QueueNode> = nodes.iter().collect();
     order.sort_by(|a, b| (a.seq as u32, &a.name).cmp(&(b.seq as u32, &b.name)));
     if order.len() < 2 {
@@ -82,8 +82,8 @@ mod tests {
 
     const LOCK: NameScheme = NameScheme::curator(&["lock-"]);
 
-    fn node(seq: i32) -> QueueNode {
-        QueueNode { name: format!("_c_x-lock-{seq:010}"), seq, marker: 0 }
+    fn node(seq: i32) -> QueueNode<'static> {
+        QueueNode { name: format!("_c_x-lock-{seq:010}").into(), seq, marker: 0 }
     }
 
     const KAZOO: NameScheme = NameScheme { format: NodeFormat::Kazoo, markers: &["__lock__"] };
@@ -215,7 +215,7 @@ mod tests {
                 });
                 match sort_queue(&mut queue, &LOCK, "/p") {
                     Ok(()) => {
-                        let order: Vec<String> = queue.into_iter().map(|n| n.name).collect();
+                        let order: Vec<String> = queue.into_iter().map(|n| n.name.into_owned()).collect();
                         prop_assert_eq!(&order, &created);
                         prop_assert_eq!(&order, &by_text);
                     }
@@ -237,8 +237,9 @@ mod tests {
             ) {
                 let scheme = if kazoo { LOCK.in_format(NodeFormat::Kazoo) } else { LOCK };
                 let marker = if kazoo { "__lock__" } else { "lock-" };
-                let parsed = |(i, s): (usize, &i32)| scheme.parse(&format!("u{i}{marker}{s:010}"));
-                let mut queue: Vec<QueueNode> = seqs.iter().enumerate().filter_map(parsed).collect();
+                let names: Vec<String> =
+                    seqs.iter().enumerate().map(|(i, s)| format!("u{i}{marker}{s:010}")).collect();
+                let mut queue: Vec<QueueNode> = names.iter().filter_map(|n| scheme.parse(n)).collect();
                 prop_assert_eq!(queue.len(), seqs.len());
                 if sort_queue(&mut queue, &scheme, "/p").is_ok() {
                     let texts: Vec<String> = queue.iter().map(|n| sequence_text(n.seq)).collect();

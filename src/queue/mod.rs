@@ -59,6 +59,7 @@ pub use self::events::{GiveUpReason, QueueEvent};
 pub(crate) use self::events::{Progress, Sink};
 pub(crate) use self::own_watch::{OwnEvent, PendingEvent};
 pub(crate) use self::rule::{Admission, Decision, FirstN};
+pub(crate) use self::sender::Children;
 use self::sender::Sender;
 pub use self::stats::QueueStats;
 use self::stats::{Count, Counters};
@@ -104,7 +105,7 @@ pub(crate) struct Queue {
 /// version at that listing when it was read with it.
 pub(crate) struct Joined {
     pub entry: Entry,
-    pub children: Vec<String>,
+    pub children: Children,
     pub root: Option<RootVersion>,
 }
 
@@ -216,7 +217,7 @@ impl Queue {
 
     /// Our queue, parsed and in the order Curator and kazoo compute (which is creation order, or
     /// `Err(SequenceWrapped)`); foreign children are left out.
-    pub fn sorted(&self, children: &[String]) -> Result<Vec<QueueNode>> {
+    pub fn sorted<'a>(&self, children: &'a [String]) -> Result<Vec<QueueNode<'a>>> {
         let mut queue: Vec<QueueNode> = children.iter().filter_map(|c| self.scheme.parse(c)).collect();
         sort_queue(&mut queue, &self.scheme, self.root.as_str())?;
         Ok(queue)
@@ -249,8 +250,8 @@ impl Queue {
     ///
     /// # Errors
     /// The multi-read's errors.
-    pub async fn read_nodes(&self, conn: &Conn, names: &[QueueNode]) -> Result<Vec<MultiReadResult>> {
-        self.sender(conn).read_all(names.iter().map(|node| node.name.as_str())).await
+    pub async fn read_nodes(&self, conn: &Conn, names: &[QueueNode<'_>]) -> Result<Vec<MultiReadResult>> {
+        self.sender(conn).read_all(names.iter().map(|node| &*node.name)).await
     }
 
     /// Asks the holder of our queue's node `name` to release (see
@@ -332,11 +333,11 @@ impl Queue {
 /// `Err(SequenceWrapped)` when the path's sequence counter has wrapped (see `sort_queue`). In
 /// one pass: a child that parses as ours is never the other format's (see
 /// [`NameScheme::conflicting`]), so only the others are looked at twice. Pure: no I/O.
-pub(crate) fn listed_queue(
+pub(crate) fn listed_queue<'a>(
     scheme: &NameScheme,
     root: &LockPath,
-    children: &[String],
-) -> Result<Vec<QueueNode>> {
+    children: &'a [String],
+) -> Result<Vec<QueueNode<'a>>> {
     let mut queue = Vec::with_capacity(children.len());
     for child in children {
         match scheme.parse(child) {
@@ -351,13 +352,13 @@ pub(crate) fn listed_queue(
 /// What `rule` says of the node `name` on a listing of `root` (see [`listed_queue`]): the
 /// queue, the node's place in it, and the decision. `Err(NodeDeleted)` when the node is not in
 /// it; the errors of [`listed_queue`]. Pure: no I/O.
-pub(crate) fn decide_on(
+pub(crate) fn decide_on<'a>(
     scheme: &NameScheme,
     root: &LockPath,
     rule: &dyn Admission,
     name: &str,
-    children: &[String],
-) -> Result<(Vec<QueueNode>, usize, Decision)> {
+    children: &'a [String],
+) -> Result<(Vec<QueueNode<'a>>, usize, Decision)> {
     let queue = listed_queue(scheme, root, children)?;
     let me = queue
         .iter()

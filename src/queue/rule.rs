@@ -133,8 +133,9 @@ mod tests {
 
     #[test]
     fn a_mutex_looks_ahead_one_node_and_leaves_tombstones() {
-        let queue: Vec<QueueNode> =
-            (0..4).map(|seq| QueueNode { name: format!("_c_x-lock-{seq:010}"), seq, marker: 0 }).collect();
+        let queue: Vec<QueueNode> = (0..4)
+            .map(|seq| QueueNode { name: format!("_c_x-lock-{seq:010}").into(), seq, marker: 0 })
+            .collect();
         let rule = FirstN(1);
         assert_eq!(rule.lookahead(&queue, 3, 2), Some(1));
         assert_eq!(rule.lookahead(&queue, 1, 0), None, "nothing ahead of the head");

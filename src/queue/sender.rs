@@ -10,6 +10,7 @@
 //! answer, for the caller to read.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use futures_util::future::Either;
 use zookeeper_client::{
@@ -57,11 +58,16 @@ pub(super) struct Sent<P, C, L> {
     pub listing_after: bool,
 }
 
+/// A listing of a queue's root: the children's names. Shared, not copied, by the joins whose
+/// creates went out in one `multi` (`SharedListing`): a copy of N names per join is memory
+/// that the allocator keeps once the queue is long.
+pub(crate) type Children = Arc<Vec<String>>;
+
 /// The answer to a join's listing: the children, the root's version when it was read, and the
 /// child watch (with the connection's state as it was when the listing was sent) when it set
 /// one.
 pub(super) struct Listed {
-    pub children: Vec<String>,
+    pub children: Children,
     /// The root's `(czxid, mzxid)`: a `RootVersion`.
     pub root: Option<(i64, i64)>,
     pub watch: Option<(OneshotWatcher, StateWatcher)>,
@@ -150,11 +156,9 @@ impl<'a> Sender<'a> {
         }
     }
 
-    /// The listing shared by the creates of our create's batch (see `Conn::send_create`): our
-    /// copy of its names.
+    /// The listing shared by the creates of our create's batch (see `Conn::send_create`).
     pub async fn shared_listing(shared: SharedListing) -> ZkResult<Listed> {
-        let children = shared.await?;
-        Ok(Listed { children: children.as_ref().clone(), root: None, watch: None })
+        Ok(Listed { children: shared.await?, root: None, watch: None })
     }
 
     /// Sends the listing `plan` says (none for [`Listing::After`]).
@@ -167,21 +171,29 @@ impl<'a> Sender<'a> {
             Listing::Plain => {
                 let sent = client.list_children(root);
                 Some(Either::Left(Either::Left(async move {
-                    Ok(Listed { children: sent.await?, root: None, watch: None })
+                    Ok(Listed { children: Arc::new(sent.await?), root: None, watch: None })
                 })))
             }
             Listing::ChildWatch => {
                 let sent = client.list_and_watch_children(root);
                 Some(Either::Left(Either::Right(async move {
                     let (children, watcher) = sent.await?;
-                    Ok(Listed { children, root: None, watch: state.map(|state| (watcher, state)) })
+                    Ok(Listed {
+                        children: Arc::new(children),
+                        root: None,
+                        watch: state.map(|state| (watcher, state)),
+                    })
                 })))
             }
             Listing::RootVersion => {
                 let sent = client.get_children(root);
                 Some(Either::Right(async move {
                     let (children, stat) = sent.await?;
-                    Ok(Listed { children, root: Some((stat.czxid, stat.mzxid)), watch: None })
+                    Ok(Listed {
+                        children: Arc::new(children),
+                        root: Some((stat.czxid, stat.mzxid)),
+                        watch: None,
+                    })
                 }))
             }
         }

@@ -12,7 +12,7 @@ use super::rule::{Admission, Decision};
 use super::sender::Sender;
 use super::stats::Count;
 use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Report, Seen, Watching, Woke};
-use super::{session_error, Queue};
+use super::{listed_queue, session_error, Children, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
 use crate::util::poll_now;
@@ -32,7 +32,7 @@ impl Queue {
         &self,
         entry: &mut Entry,
         rule: &dyn Admission,
-        children: Vec<String>,
+        children: Children,
         progress: &mut Progress<'_>,
     ) -> Result<()> {
         // A waiter keeps only what it watches: with many waiters in one process, each keeping
@@ -50,15 +50,16 @@ impl Queue {
                 let next = self.next_round(entry, rule, children, progress)?;
                 match next {
                     Next::Wait(round, report) => (round, report),
-                    Next::Admitted(queue, me) => {
+                    Next::Admitted(children, me) => {
                         self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-                        return Box::pin(self.enter_now(entry, rule, queue, me, progress)).await;
+                        return Box::pin(self.enter_now(entry, rule, children, me, progress)).await;
                     }
                 }
             };
             entry.watch_own_for_wait(round.enters_on_deletion());
             if round.children_watch {
-                children = Box::pin(self.watch_children(entry, &mut kept.listed, report, progress)).await?;
+                children =
+                    Arc::new(Box::pin(self.watch_children(entry, &mut kept.listed, report, progress)).await?);
                 continue;
             }
             let watching = Watching { names: &round.watched, tomb: round.tomb };
@@ -72,27 +73,28 @@ impl Queue {
             if Box::pin(self.enter_behind_head(entry, &round, woke, &mut kept, progress)).await? {
                 return Ok(());
             }
-            children = Box::pin(self.list_on(entry.conn())).await?;
+            children = Arc::new(Box::pin(self.list_on(entry.conn())).await?);
             if let Some(delay) = self.lock_delay {
                 self.account_departures(entry, &round, woke, (&children, &mut kept.armed), delay, progress);
             }
         }
     }
 
-    /// Decides on `children` (let go here): admitted, with the queue and our place in it, or
-    /// the round to wait (see [`Queue::plan_wait`]) and what to report once its watches are set.
+    /// Decides on `children` (let go here unless admitted): admitted, with the listing and our
+    /// place in its queue, or the round to wait (see [`Queue::plan_wait`]) and what to report
+    /// once its watches are set.
     fn next_round(
         &self,
         entry: &mut Entry,
         rule: &dyn Admission,
-        children: Vec<String>,
+        children: Children,
         progress: &mut Progress<'_>,
     ) -> Result<Next> {
         let (queue, me, decision) = self.decide(entry, rule, &children)?;
-        drop(children);
         if decision == Decision::Proceed {
             tracing::debug!(position = me, "admitted");
-            return Ok(Next::Admitted(queue, me));
+            drop(queue);
+            return Ok(Next::Admitted(children, me));
         }
         entry.listed_at(me, queue.len());
         let (mut round, report) = self.plan_wait(rule, &queue, me, decision, progress);
@@ -100,16 +102,19 @@ impl Queue {
         Ok(Next::Wait(round, report))
     }
 
-    /// Admitted on a listing: the lock delay's rest, then what an admission does.
+    /// Admitted on `children`, at `me` in its queue: the lock delay's rest, then what an
+    /// admission does (with the queue read again from the listing: the queue borrows its names
+    /// from it, and is not kept across the rest).
     async fn enter_now(
         &self,
         entry: &mut Entry,
         rule: &dyn Admission,
-        queue: Vec<QueueNode>,
+        children: Children,
         me: usize,
         progress: &mut Progress<'_>,
     ) -> Result<()> {
         self.hold_back(entry, progress).await?;
+        let queue = listed_queue(&self.scheme, &self.root, &children)?;
         self.admitted(entry, rule, &queue, me);
         Ok(())
     }
@@ -127,7 +132,7 @@ impl Queue {
         let (mut tomb, mut head) = (false, None);
         // Whether our node leaves a tombstone if admitted at the head.
         let leaves = self.tombstones() && rule.leaves_tombstone(queue, me);
-        let name = |i: usize| Arc::<str>::from(queue[i].name.as_str());
+        let name = |i: usize| Arc::<str>::from(&*queue[i].name);
         let watched: Vec<Arc<str>> = match decision {
             Decision::Proceed => Vec::new(),
             Decision::Wait { on, then_proceed } => {
@@ -162,7 +167,7 @@ impl Queue {
         };
         tracing::debug!(position = me, watching = watched.len(), "waiting");
         let report = match progress.listening() {
-            true => progress.news(me).map(|first| (first, me, queue[0].name.clone())),
+            true => progress.news(me).map(|first| (first, me, queue[0].name.to_string())),
             false => None,
         };
         let round = WaitRound {
@@ -448,7 +453,7 @@ enum Behind {
 /// What a listing says to a waiter: admitted (the queue, our place in it), or the round to
 /// wait and what to report once it watches.
 enum Next {
-    Admitted(Vec<QueueNode>, usize),
+    Admitted(Children, usize),
     Wait(WaitRound, Option<Report>),
 }
 

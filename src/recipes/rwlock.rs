@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn only_writers_look_ahead_and_leave_tombstones() {
-        let node = |name: &str, seq, marker| QueueNode { name: name.into(), seq, marker };
+        let node = |name: &'static str, seq, marker| QueueNode { name: name.into(), seq, marker };
         let queue = [
             node("a", 1, WRITER),
             node("b", 2, WRITER),

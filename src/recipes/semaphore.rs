@@ -307,7 +307,7 @@ impl InterProcessSemaphore {
 mod tests {
     use super::*;
 
-    fn node(name: &str, seq: i32) -> QueueNode {
+    fn node(name: &str, seq: i32) -> QueueNode<'_> {
         QueueNode { name: name.into(), seq, marker: 0 }
     }
 

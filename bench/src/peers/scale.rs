@@ -163,23 +163,19 @@ pub async fn scale_child(
     wait_for("spawn");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     for _ in 0..waiters {
-        let (session, tx, path) = (session.clone(), tx.clone(), path.to_string());
-        tokio::spawn(async move {
-            let outcome = match session.as_ref() {
-                Session::Ours(h) => {
-                    async {
-                        let guard = ours::mutex(h, &path)?.acquire().await.map_err(|e| e.to_string())?;
-                        let acquired = now_ns();
-                        let held = (acquired, now_ns());
-                        guard.release().await.map_err(|e| e.to_string())?;
-                        Ok(held)
-                    }
-                    .await
-                }
-                Session::Raw(client) => lockclient_cycle(client, &path).await,
-            };
-            let _ = tx.send(outcome);
-        });
+        let (tx, path) = (tx.clone(), path.to_string());
+        // One task type per peer: a task keeps room for its future's largest state, and one
+        // future over both peers' cycles would charge each waiter the larger of the two.
+        match session.as_ref() {
+            Session::Ours(h) => {
+                let h = h.clone();
+                tokio::spawn(async move { tx.send(ours_cycle(&h, &path).await) })
+            }
+            Session::Raw(client) => {
+                let client = client.clone();
+                tokio::spawn(async move { tx.send(lockclient_cycle(&client, &path).await) })
+            }
+        };
     }
     drop(tx);
     let probe = raw_connect(connect).await?;
@@ -203,4 +199,13 @@ pub async fn scale_child(
     println!("DRAINED_NS {drained}");
     wait_for("exit");
     Ok(())
+}
+
+/// One acquire → release cycle of our mutex on `path`, returning the hold.
+async fn ours_cycle(h: &ours::Handle, path: &str) -> Result<Hold, String> {
+    let guard = ours::mutex(h, path)?.acquire().await.map_err(|e| e.to_string())?;
+    let acquired = now_ns();
+    let held = (acquired, now_ns());
+    guard.release().await.map_err(|e| e.to_string())?;
+    Ok(held)
 }
