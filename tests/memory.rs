@@ -1,5 +1,5 @@
-//! What waiting costs in memory, counted by a global allocator that tracks live heap bytes:
-//! bytes, never timings. One test in this binary, so that nothing else allocates meanwhile.
+//! What waiting costs in memory, counted by a global allocator that tracks live heap bytes and
+//! allocations: counts, never timings. One test in this binary, so that nothing else allocates meanwhile.
 
 mod common;
 
