@@ -494,7 +494,7 @@ impl LockCore {
             if decision != Decision::Proceed {
                 return Ok(Err(Missed::NotFree));
             }
-            self.queue.admitted(entry, rule, &queue, me);
+            self.queue.admission(rule, &queue, me).apply(entry);
             return Ok(Ok(()));
         }
         let waiting =

@@ -12,7 +12,7 @@ use super::rule::{Admission, Decision};
 use super::sender::Sender;
 use super::stats::Count;
 use super::watches::{tomb_fired, while_ours_stands, Armed, ArmedWatch, Report, Seen, Watching, Woke};
-use super::{listed_queue, session_error, Children, Queue};
+use super::{session_error, Children, Queue};
 use crate::error::{Error, Result};
 use crate::naming::QueueNode;
 use crate::util::poll_now;
@@ -50,9 +50,9 @@ impl Queue {
                 let next = self.next_round(entry, rule, children, progress)?;
                 match next {
                     Next::Wait(round, report) => (round, report),
-                    Next::Admitted(children, me) => {
+                    Next::Admitted(admission) => {
                         self.keep_leftovers(entry, &mut kept.armed, kept.listed.take());
-                        return Box::pin(self.enter_now(entry, rule, children, me, progress)).await;
+                        return Box::pin(self.enter_now(entry, admission, progress)).await;
                     }
                 }
             };
@@ -80,9 +80,9 @@ impl Queue {
         }
     }
 
-    /// Decides on `children` (let go here unless admitted): admitted, with the listing and our
-    /// place in its queue, or the round to wait (see [`Queue::plan_wait`]) and what to report
-    /// once its watches are set.
+    /// Decides on `children` (let go here): admitted, with what the admission does to our
+    /// entry, or the round to wait (see [`Queue::plan_wait`]) and what to report once its
+    /// watches are set.
     fn next_round(
         &self,
         entry: &mut Entry,
@@ -93,8 +93,7 @@ impl Queue {
         let (queue, me, decision) = self.decide(entry, rule, &children)?;
         if decision == Decision::Proceed {
             tracing::debug!(position = me, "admitted");
-            drop(queue);
-            return Ok(Next::Admitted(children, me));
+            return Ok(Next::Admitted(self.admission(rule, &queue, me)));
         }
         entry.listed_at(me, queue.len());
         let (mut round, report) = self.plan_wait(rule, &queue, me, decision, progress);
@@ -102,20 +101,15 @@ impl Queue {
         Ok(Next::Wait(round, report))
     }
 
-    /// Admitted on `children`, at `me` in its queue: the lock delay's rest, then what an
-    /// admission does (with the queue read again from the listing: the queue borrows its names
-    /// from it, and is not kept across the rest).
+    /// Admitted on a listing: the lock delay's rest, then what the admission does.
     async fn enter_now(
         &self,
         entry: &mut Entry,
-        rule: &dyn Admission,
-        children: Children,
-        me: usize,
+        admitted: Admitted,
         progress: &mut Progress<'_>,
     ) -> Result<()> {
         self.hold_back(entry, progress).await?;
-        let queue = listed_queue(&self.scheme, &self.root, &children)?;
-        self.admitted(entry, rule, &queue, me);
+        admitted.apply(entry);
         Ok(())
     }
 
@@ -384,17 +378,39 @@ impl Queue {
         while_ours_stands(entry, tokio::time::sleep_until(until.into())).await
     }
 
-    /// Tells waiters behind us that we were admitted, when the rule asks for it (sent now, its
-    /// answer awaited in the background: see [`Entry::announce`]).
-    pub fn admitted(&self, entry: &mut Entry, rule: &dyn Admission, queue: &[QueueNode], me: usize) {
-        if me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me) {
+    /// What `rule`'s admission of our node at `me` on `queue` does to our entry (see
+    /// [`Admitted::apply`]). Pure: decided on the listing, applied once we enter.
+    pub fn admission(&self, rule: &dyn Admission, queue: &[QueueNode], me: usize) -> Admitted {
+        Admitted {
             // Every node before ours is gone: our release may say so (see `Leaving::tomb`).
+            at_head: me == 0 && self.tombstones() && rule.leaves_tombstone(queue, me),
+            place: (me, queue.len()),
+            announce: rule.announce_admission(queue, me),
+        }
+    }
+}
+
+/// What an admission on a listing does to our entry (see [`Queue::admission`]).
+pub(crate) struct Admitted {
+    /// Admitted at the head, with a tombstone to leave.
+    at_head: bool,
+    /// Our place in the listing, and its length.
+    place: (usize, usize),
+    /// Whether to tell the waiter behind us (see [`Entry::announce`]).
+    announce: bool,
+}
+
+impl Admitted {
+    /// Marks our entry admitted: at the head (see `Leaving::tomb`), at its place in our latest
+    /// listing (whether a waiter may watch our tombstone: see `Leaving::watched_behind`), and
+    /// tells the waiters behind us when the rule asks for it (sent now, its answer awaited in
+    /// the background).
+    pub fn apply(self, entry: &mut Entry) {
+        if self.at_head {
             entry.admitted_at_head(true);
         }
-        // `queue` is our latest listing: whether a waiter may watch our tombstone (see
-        // `Leaving::watched_behind`).
-        entry.listed_at(me, queue.len());
-        if rule.announce_admission(queue, me) {
+        entry.listed_at(self.place.0, self.place.1);
+        if self.announce {
             entry.announce();
         }
     }
@@ -450,10 +466,10 @@ enum Behind {
     Unknown,
 }
 
-/// What a listing says to a waiter: admitted (the queue, our place in it), or the round to
-/// wait and what to report once it watches.
+/// What a listing says to a waiter: admitted (and what the admission does to our entry), or
+/// the round to wait and what to report once it watches.
 enum Next {
-    Admitted(Children, usize),
+    Admitted(Admitted),
     Wait(WaitRound, Option<Report>),
 }
 

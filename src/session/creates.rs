@@ -78,7 +78,7 @@ pub(crate) enum Behind {
 }
 
 /// A listing of a parent's children, sent right behind a `multi` of creates and shared by the
-/// creates of that `multi` under that parent (each caller copies the names it needs).
+/// creates of that `multi` under that parent (each caller reads the one copy of its names).
 pub(crate) type SharedListing =
     Shared<Pin<Box<dyn Future<Output = Result<Arc<Vec<String>>, ZkError>> + Send>>>;
 
