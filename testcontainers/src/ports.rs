@@ -81,9 +81,9 @@ mod tests {
         if let Some(start) = ephemeral_start().filter(|&s| s >= LOWEST + 2_000) {
             assert!(ports.iter().all(|&p| (LOWEST..start).contains(&p)), "{ports:?} (range from {start})");
         }
-        // Released: each can be bound again.
-        for p in ports {
-            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).unwrap();
-        }
+        // That they are released is not checked here by binding them again: this binary's other
+        // tests draw ports and start servers meanwhile, and one of them may take a port in the
+        // moment after its release (it did on CI). Every server the harness starts binds ports
+        // drawn here, so a port left held would fail every test that starts one.
     }
 }
