@@ -540,6 +540,8 @@ async fn a_following_session_keeps_its_chroot_and_credentials_across_a_move() {
     within("create", common::raw(&session).create("/mine", b"x", &mine))
         .await
         .expect("create with credentials");
+    // Another session reads our write once its server has caught up with the leader's.
+    within("sync", admin.sync("/app")).await.expect("sync");
     assert!(
         within("check", admin.check_stat("/app/mine")).await.expect("check").is_some(),
         "not under the chroot"
@@ -559,6 +561,7 @@ async fn a_following_session_keeps_its_chroot_and_credentials_across_a_move() {
     within("create again", common::raw(&session).create("/mine2", b"y", &mine))
         .await
         .expect("create with credentials after the move");
+    within("sync", admin.sync("/app")).await.expect("sync");
     assert!(
         within("check", admin.check_stat("/app/mine2")).await.expect("check").is_some(),
         "not under the chroot"
