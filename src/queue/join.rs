@@ -227,7 +227,7 @@ impl Queue {
                 entry.send_own_watch();
                 entry.follow_own_watch();
             }
-            return Ok(Joined { children: Arc::new(self.list_on(conn).await?), entry, root: None });
+            return Ok(Joined { children: self.list_on(conn).await?, entry, root: None });
         };
         self.counters.bump(Count::Listing);
         if plan.teaches_idle_guess() {
@@ -267,7 +267,7 @@ impl Queue {
             entry.watch_self().await?;
             entry.follow_own_watch();
         }
-        let children = Arc::new(self.list_on(conn).await?);
+        let children = self.list_on(conn).await?;
         Ok(Some(Joined { entry, children, root: None }))
     }
 

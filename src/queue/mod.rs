@@ -237,11 +237,11 @@ impl Queue {
     }
 
     /// Lists the root's children on `conn`'s session.
-    pub async fn list_on(&self, conn: &Conn) -> Result<Vec<String>> {
+    pub async fn list_on(&self, conn: &Conn) -> Result<Children> {
         self.counters.bump(Count::Listing);
         match self.sender(conn).list().await {
-            Ok(children) => Ok(children),
-            Err(ZkError::NoNode) => Ok(Vec::new()),
+            Ok(children) => Ok(Arc::new(children)),
+            Err(ZkError::NoNode) => Ok(Children::default()),
             Err(e) => Err(Error::from_zk("list", self.root.as_str(), e)),
         }
     }

@@ -73,7 +73,7 @@ impl Queue {
             if Box::pin(self.enter_behind_head(entry, &round, woke, &mut kept, progress)).await? {
                 return Ok(());
             }
-            children = Arc::new(Box::pin(self.list_on(entry.conn())).await?);
+            children = Box::pin(self.list_on(entry.conn())).await?;
             if let Some(delay) = self.lock_delay {
                 self.account_departures(entry, &round, woke, (&children, &mut kept.armed), delay, progress);
             }

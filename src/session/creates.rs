@@ -220,15 +220,12 @@ impl Creates {
         acls: &[Acl],
         probe: Option<ProbeAfter>,
     ) -> CreateFuture {
-        let mut sent = create(&self.client, path.to_string(), data.to_vec(), acls.to_vec());
-        // The first poll sends it, now.
-        let now = crate::util::poll_now(sent.as_mut());
+        // Sent now (its first poll), its answer awaited below.
+        let sent =
+            crate::util::sent_now(create(&self.client, path.to_string(), data.to_vec(), acls.to_vec()));
         let slot = Slot(self.clone());
         Box::pin(async move {
-            let answer = match now {
-                Some(answer) => answer,
-                None => sent.await,
-            };
+            let answer = sent.await;
             drop(slot);
             if let (Some(probe), Ok(_)) = (probe, &answer) {
                 probe.start();
@@ -269,17 +266,13 @@ impl Creates {
         let job: Job = if batch.len() == 1 {
             let mut one = batch.remove(0);
             let (data, acls) = (std::mem::take(&mut one.data), std::mem::take(&mut one.acls));
-            let mut sent = create(&self.client, one.path.clone(), data, acls);
-            // The first poll sends it, now, under the lock; its listing right behind it.
-            let now = crate::util::poll_now(sent.as_mut());
+            // Sent now, under the lock; its listing right behind it.
+            let sent = crate::util::sent_now(create(&self.client, one.path.clone(), data, acls));
             list_behind(&self.client, std::slice::from_mut(&mut one));
             let behind = one.behind();
             let tx = one.tx;
             Box::pin(async move {
-                let answer = match now {
-                    Some(answer) => answer,
-                    None => sent.await,
-                };
+                let answer = sent.await;
                 let _ = tx.send(answer.map(|(stat, seq)| (stat, seq, behind)));
                 drop(slot);
             })
@@ -288,24 +281,20 @@ impl Creates {
             // Copied: a create that waits again after another's failure is sent again.
             let ops: Vec<(String, Vec<u8>, Vec<Acl>)> =
                 batch.iter().map(|q| (q.path.clone(), q.data.clone(), q.acls.clone())).collect();
-            let mut sent = Box::pin(async move {
+            // Its first poll builds the request and sends it, now, under the lock; the listings
+            // right behind it.
+            let sent = crate::util::sent_now(Box::pin(async move {
                 let mut writer = client.new_multi_writer();
                 for (path, data, acls) in &ops {
                     let options = CreateMode::EphemeralSequential.with_acls(Acls::new(acls));
                     writer.add_create(path, data, &options)?;
                 }
                 writer.commit().await
-            });
-            // The first poll builds the request and sends it, now, under the lock; the listings
-            // right behind it.
-            let now = crate::util::poll_now(sent.as_mut());
+            }));
             list_behind(&self.client, &mut batch);
             let client = self.client.clone();
             Box::pin(async move {
-                let answer = match now {
-                    Some(answer) => answer,
-                    None => sent.await,
-                };
+                let answer = sent.await;
                 slot.0.answer(&client, batch, answer).await;
                 drop(slot);
             })

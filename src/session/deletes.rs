@@ -134,20 +134,16 @@ impl Deletes {
         } else {
             let client = self.client.clone();
             let paths: Vec<String> = batch.iter().map(|(path, _)| path.clone()).collect();
-            let mut sent = Box::pin(async move {
+            // Its first poll builds the transaction and sends it, now.
+            let sent = crate::util::sent_now(Box::pin(async move {
                 let mut writer = client.new_multi_writer();
                 for path in &paths {
                     writer.add_delete(path, None)?;
                 }
                 writer.commit().await
-            });
-            // The first poll builds the transaction and sends it, now.
-            let now = crate::util::poll_now(sent.as_mut());
+            }));
             Box::pin(async move {
-                let answer = match now {
-                    Some(answer) => answer,
-                    None => sent.await,
-                };
+                let answer = sent.await;
                 slot.0.answer(batch, answer);
                 drop(slot);
             })
