@@ -306,10 +306,17 @@ async fn long_waits(session: Session) -> Result<(), Error> {
 
 /// Two sessions on a current-thread runtime on a thread of their own, so that stopping that
 /// thread stops everything they do (their pings too), as a long GC pause or a stopped VM stops
-/// a process, while the rest of the example runs on. Each round stops it for twice the
+/// a process, while the rest of the example runs on. Each round stops it for three times the
 /// `expiring` session's timeout: ZooKeeper expires that session, while the `blipping` one, whose
-/// timeout is 1.8 times the pause, only loses its connection (its client gives a connection up
-/// after 2/5 of the session timeout without a reply) and reconnects to the same session.
+/// timeout is 1.5 times the pause, is suspended and reconnects to the same session.
+///
+/// The `blipping` session holds a lock across the pause, so its suspension is its safe window's
+/// (docs/safety.md): a hold's window ends at most 0.58 of the timeout after the last answer
+/// (0.87 of the pause), so the pause always passes it, whatever the client does; the server
+/// keeps the session, whose last request came half a pause before its timeout. Without a hold
+/// it would rest on the client giving the connection up, which after a pause is a race: the
+/// client checks its read timeout on the ticks it missed, each with its old time, and a ping
+/// answered while it catches up keeps the connection.
 struct Fragile {
     requests: tokio::sync::mpsc::Sender<tokio::sync::oneshot::Sender<Result<(), String>>>,
 }
@@ -358,11 +365,12 @@ impl Paused {
         // Short, so that the pause is short; the server keeps it within its bounds (a default
         // server: at least 4 s).
         let expiring = Session::connect(connect, Duration::from_secs(1)).await?;
-        let pause = expiring.session_timeout() * 2;
-        let blipping = Session::connect(connect, pause.mul_f64(1.8)).await?;
-        if blipping.session_timeout() * 2 / 5 >= pause || blipping.session_timeout() <= pause {
+        let pause = expiring.session_timeout() * 3;
+        let blipping = Session::connect(connect, pause.mul_f64(1.5)).await?;
+        let timeout = blipping.session_timeout();
+        if timeout.mul_f64(0.6) >= pause || timeout < pause.mul_f64(1.4) {
             return Err(format!(
-                "the server gave the blipping session {:?}: a {pause:?} pause would not just disconnect it",
+                "the server gave the blipping session {:?}: a {pause:?} pause would not just suspend it",
                 blipping.session_timeout()
             )
             .into());
@@ -370,10 +378,10 @@ impl Paused {
         Ok(Paused { expiring, blipping, pause })
     }
 
-    /// On the sessions' own thread: take a lock on the expiring session, stop the thread for
-    /// the pause (ZooKeeper expires that session and deletes our node), then see the hold lost
+    /// On the sessions' own thread: take a lock on each session, stop the thread for the pause
+    /// (ZooKeeper expires the expiring session and deletes its node), then see that hold lost
     /// (cause `session_expired`), that session's next generation connected, and the blipping
-    /// session suspended and reconnected.
+    /// session suspended and reconnected, its hold kept.
     async fn round(&self) -> Result<(), Error> {
         let generation = self.expiring.generation();
         // Without the watch on its own node: ZooKeeper deletes the node as it expires the
@@ -383,6 +391,9 @@ impl Paused {
         let held =
             InterProcessMutex::with_options(&self.expiring, "/shop/expiring", options)?.acquire().await?;
         let mut status = held.status();
+        let blipping = LockOptions::new().metrics_role("fragile");
+        let kept =
+            InterProcessMutex::with_options(&self.blipping, "/shop/blipping", blipping)?.acquire().await?;
         let mut blips = self.blipping.events();
         std::thread::sleep(self.pause); // the pause
         within("the hold lost to the expiry", status.wait_for(|s| *s == LockStatus::Lost)).await??;
@@ -405,6 +416,7 @@ impl Paused {
             self.blipping.states().wait_for(|s| s.state.is_connected()),
         )
         .await??;
+        kept.release().await?;
         Ok(())
     }
 }

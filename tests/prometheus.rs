@@ -384,6 +384,9 @@ async fn every_dashboard_query_and_alert_returns_series_from_a_real_scrape() {
             output()
         );
         assert!(server.ended().is_none(), "prometheus ended");
+        if let Some(status) = example.process.ended() {
+            panic!("the metrics example ended ({status}):\n{}", output());
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let target_up = started.elapsed();
