@@ -222,52 +222,46 @@ pub async fn supervise(
     let Stops { interrupt, terminate } = stops;
     let mut contact = safety.contact.clone();
     tokio::pin!(lost, revoked);
-    let mut lost_at: Option<Instant> = None;
-    let mut window_spent = false;
-    let mut revoke_sent = false;
-    let mut kill_timer: Option<Instant> = None;
+    let mut state = Supervision::default();
     let far = || Instant::now() + Duration::from_secs(86_400 * 365);
     let code = loop {
         let watchdog = (safety.safe_until)().and_then(|s| s.checked_sub(safety.margin));
-        let arm = |timer: &mut Option<Instant>, at: Instant| {
-            *timer = Some(timer.map_or(at, |t| t.min(at)));
-        };
+        let watching = state.lost_at.is_none();
+        let kill_at = state.kill_at;
         tokio::select! {
             status = group.child.wait() => {
                 let waiting = |e| Failure::new(exit::UNAVAILABLE, format!("waiting for the command: {e}"));
                 break exit::of_status(status.map_err(waiting)?);
             }
-            _ = &mut lost, if lost_at.is_none() => {
+            _ = &mut lost, if watching => {
                 let now = Instant::now();
-                lost_at = Some(now);
+                state.lost(now, false);
                 group.signal(libc::SIGTERM);
-                let kill = deadline::kill_at(now, safety.grace, (safety.safe_until)(), safety.margin);
-                arm(&mut kill_timer, kill);
+                state.kill_by(deadline::kill_at(now, safety.grace, (safety.safe_until)(), safety.margin));
             }
             _ = tokio::time::sleep_until(watchdog.unwrap_or_else(far).into()),
-                if lost_at.is_none() && watchdog.is_some() =>
+                if watching && watchdog.is_some() =>
             {
                 // Nobody told us, but the window is spent: treat it as lost, and kill now.
-                lost_at = Some(Instant::now());
-                window_spent = true;
+                state.lost(Instant::now(), true);
                 group.signal(libc::SIGTERM);
-                arm(&mut kill_timer, Instant::now());
+                state.kill_by(Instant::now());
             }
-            _ = contact.changed(), if lost_at.is_none() => {}
-            _ = tokio::time::sleep_until(kill_timer.unwrap_or_else(far).into()), if kill_timer.is_some() => {
+            _ = contact.changed(), if watching => {}
+            _ = tokio::time::sleep_until(kill_at.unwrap_or_else(far).into()), if kill_at.is_some() => {
                 group.signal(libc::SIGKILL);
-                kill_timer = None;
+                state.kill_at = None;
             }
             _ = interrupt.recv() => {
                 group.signal(libc::SIGINT);
-                arm(&mut kill_timer, Instant::now() + safety.grace);
+                state.kill_by(Instant::now() + safety.grace);
             }
             _ = terminate.recv() => {
                 group.signal(libc::SIGTERM);
-                arm(&mut kill_timer, Instant::now() + safety.grace);
+                state.kill_by(Instant::now() + safety.grace);
             }
-            _ = &mut revoked, if !revoke_sent => {
-                revoke_sent = true;
+            _ = &mut revoked, if !state.revoke_sent => {
+                state.revoke_sent = true;
                 crate::say::say(
                     crate::say::Level::Info,
                     "revocation requested; asking the command to finish (SIGTERM)",
@@ -277,14 +271,42 @@ pub async fn supervise(
         }
     };
     // The command is gone; its group may not be. Nothing of it outlives the hold.
-    let kill_by = match lost_at {
-        Some(noticed) => kill_timer.unwrap_or(noticed),
+    let kill_by = match state.lost_at {
+        Some(noticed) => state.kill_at.unwrap_or(noticed),
         None => deadline::kill_at(Instant::now(), safety.grace, (safety.safe_until)(), safety.margin),
     };
     group.stop_leftovers(kill_by).await;
-    Ok(match (lost_at, window_spent) {
-        (Some(_), true) => Ended::WindowSpent,
-        (Some(_), false) => Ended::Lost,
-        (None, _) => Ended::Exited(code),
-    })
+    Ok(state.ended(code))
+}
+
+/// What [`supervise`] has seen and set: when a loss was noticed (and whether it was the
+/// watchdog's), whether the revocation's SIGTERM went, and when the group gets SIGKILL.
+#[derive(Default)]
+struct Supervision {
+    lost_at: Option<Instant>,
+    window_spent: bool,
+    revoke_sent: bool,
+    kill_at: Option<Instant>,
+}
+
+impl Supervision {
+    /// A loss noticed at `now`; `window_spent` when the watchdog noticed it (nobody told us).
+    fn lost(&mut self, now: Instant, window_spent: bool) {
+        self.lost_at = Some(now);
+        self.window_spent = window_spent;
+    }
+
+    /// SIGKILL at `at`, or at the kill already set if that is sooner.
+    fn kill_by(&mut self, at: Instant) {
+        self.kill_at = Some(self.kill_at.map_or(at, |t| t.min(at)));
+    }
+
+    /// How the hold ended, the command having exited with `code`.
+    fn ended(&self, code: u8) -> Ended {
+        match (self.lost_at, self.window_spent) {
+            (Some(_), true) => Ended::WindowSpent,
+            (Some(_), false) => Ended::Lost,
+            (None, _) => Ended::Exited(code),
+        }
+    }
 }

@@ -115,41 +115,20 @@ impl Progress {
                     return std::future::pending::<()>().await;
                 };
                 let at = queue.iter().position(|p| p.id == me);
-                let line = match at {
-                    Some(ahead) => format!(
-                        "waiting for {path}: {ahead} ahead (holder: {})",
-                        queue.first().map_or("?", |p| p.id.as_str())
-                    ),
-                    None => format!("waiting for {path}"),
-                };
+                let line = waiting_line(path, &queue, at);
                 if line != last {
                     self.show(&line);
                     last = line;
                 }
-                let watchers = match at {
-                    // Our node is not there yet: wake when the children change.
-                    None if children.is_some() => children.into_iter().collect::<Vec<_>>(),
-                    None => {
-                        arm_children = true;
-                        return;
-                    }
-                    Some(at) => {
-                        arm_children = false;
-                        let mut nodes = vec![queue.first().map(|p| p.node.clone())];
-                        nodes.push(at.checked_sub(1).map(|i| queue[i].node.clone()));
-                        let mut nodes: Vec<String> = nodes.into_iter().flatten().collect();
-                        nodes.dedup();
-                        let mut watchers = Vec::new();
-                        for node in nodes {
-                            match client.check_and_watch_stat(&format!("{path}/{node}")).await {
-                                Ok((Some(_), watcher)) => watchers.push(watcher),
-                                // Gone already: list again at once.
-                                Ok((None, _)) => return,
-                                Err(_) => return std::future::pending::<()>().await,
-                            }
-                        }
-                        watchers
-                    }
+                arm_children = at.is_none();
+                let watchers = match (at, children) {
+                    (None, Some(children)) => vec![children],
+                    (None, None) => return,
+                    (Some(at), _) => match watch_ahead(&client, path, &queue, at).await {
+                        Ahead::Watching(watchers) => watchers,
+                        Ahead::Gone => return,
+                        Ahead::Unreadable => return std::future::pending::<()>().await,
+                    },
                 };
                 if watchers.is_empty() {
                     return std::future::pending::<()>().await;
@@ -166,6 +145,46 @@ impl Progress {
             }
         }
     }
+}
+
+/// The line shown while waiting: how many are ahead of our node (at `at` in `queue`) and who
+/// holds, or only the path while our node is not listed yet.
+fn waiting_line(path: &str, queue: &[Participant], at: Option<usize>) -> String {
+    match at {
+        Some(ahead) => format!(
+            "waiting for {path}: {ahead} ahead (holder: {})",
+            queue.first().map_or("?", |p| p.id.as_str())
+        ),
+        None => format!("waiting for {path}"),
+    }
+}
+
+/// What [`watch_ahead`] armed.
+enum Ahead {
+    /// A watch on the holder and one on our predecessor: one when they are the same node, and
+    /// only our own node's while we hold.
+    Watching(Vec<OneshotWatcher>),
+    /// One of them is gone already: list again at once.
+    Gone,
+    /// The watches could not be set (connection trouble): show nothing more.
+    Unreadable,
+}
+
+/// Watches the holder of `queue` and the node just ahead of ours (at `at`).
+async fn watch_ahead(client: &Client, path: &str, queue: &[Participant], at: usize) -> Ahead {
+    let mut nodes = vec![queue.first().map(|p| p.node.clone())];
+    nodes.push(at.checked_sub(1).map(|i| queue[i].node.clone()));
+    let mut nodes: Vec<String> = nodes.into_iter().flatten().collect();
+    nodes.dedup();
+    let mut watchers = Vec::new();
+    for node in nodes {
+        match client.check_and_watch_stat(&format!("{path}/{node}")).await {
+            Ok((Some(_), watcher)) => watchers.push(watcher),
+            Ok((None, _)) => return Ahead::Gone,
+            Err(_) => return Ahead::Unreadable,
+        }
+    }
+    Ahead::Watching(watchers)
 }
 
 /// A one-shot watch on the children of `path`, or on its creation if it does not exist.

@@ -92,7 +92,14 @@ pub(super) fn describe(
         ZkError::Timeout | ZkError::ConnectionLoss => Ok(()),
         other => write!(out, " (the client's last error: {other})"),
     };
-    // What to check, for each kind of outcome found (prefixed with the outcome when they differ).
+    write_hints(&mut out, probes);
+    out
+}
+
+/// Appends to `out` what to check, for each kind of outcome among `probes` (prefixed with the
+/// outcome when they differ); no probe at all is treated as no answer.
+fn write_hints(out: &mut String, probes: &[(SocketAddr, Probe)]) {
+    use std::fmt::Write;
     let hints = [
         (
             "accepted",
@@ -123,5 +130,4 @@ pub(super) fn describe(
             }
         }
     }
-    out
 }

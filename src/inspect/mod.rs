@@ -90,39 +90,10 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
         stuck_sessions: Vec::new(),
     };
     if !found.cycles.is_empty() {
-        // Confirm: the queues of the stuck sessions, read again, alone.
-        let stuck: BTreeSet<i64> = found.stuck.iter().copied().collect();
-        let paths: Vec<String> = queues
-            .iter()
-            .filter(|q| q.members.iter().any(|m| stuck.contains(&parties.of(m.session))))
-            .map(|q| q.path.clone())
-            .collect();
-        let seen: BTreeSet<(&str, &str, i64)> = queues
-            .iter()
-            .flat_map(|q| q.members.iter().map(move |m| (q.path.as_str(), m.node.as_str(), m.czxid)))
-            .collect();
-        let again = assemble(walk::reread(&conn.client, &paths).await?);
-        let confirmed = graph::analyse(&models(&again, &parties), options.max_cycles);
-        let cycles: Vec<Cycle> = confirmed.cycles.iter().map(|c| cycle(&again, &parties, c)).collect();
-        let unchanged = |c: &Cycle| {
-            c.steps.iter().flat_map(|s| &s.edges).all(|e| {
-                let czxid = |node: &str| {
-                    again
-                        .iter()
-                        .find(|q| q.path == e.path)
-                        .and_then(|q| q.members.iter().find(|m| m.node == node))
-                };
-                [&e.waiter_node, &e.blocker_node]
-                    .iter()
-                    .all(|n| czxid(n).is_some_and(|m| seen.contains(&(e.path.as_str(), n.as_str(), m.czxid))))
-            })
-        };
-        inspection.cycles = cycles.into_iter().filter(unchanged).collect();
-        if !inspection.cycles.is_empty() {
-            inspection.cycles_truncated = confirmed.truncated;
-            inspection.stuck_sessions =
-                parties.all(confirmed.stuck.into_iter().filter(|s| stuck.contains(s)));
-        }
+        let confirmed = confirm(&conn.client, &queues, &parties, found, options.max_cycles).await?;
+        inspection.cycles = confirmed.cycles;
+        inspection.cycles_truncated = confirmed.truncated;
+        inspection.stuck_sessions = confirmed.stuck_sessions;
     }
     tracing::debug!(
         root,
@@ -133,6 +104,62 @@ pub async fn inspect(session: &Session, root: &str, options: &InspectOptions) ->
     );
     inspection.queues = queues.into_iter().map(|q| q.info).collect();
     Ok(inspection)
+}
+
+/// The cycles of a first reading that a second one confirms.
+#[derive(Default)]
+struct Confirmed {
+    cycles: Vec<Cycle>,
+    truncated: bool,
+    stuck_sessions: Vec<i64>,
+}
+
+/// Confirms the cycles `found` in `queues`: the queues of the stuck sessions, read again,
+/// alone; a cycle is kept when it is found again on nodes that were there the first time
+/// (same path, name and czxid), so that a queue that moved between the readings is not a
+/// deadlock.
+async fn confirm(
+    client: &zookeeper_client::Client,
+    queues: &[Assembled],
+    parties: &parties::Parties,
+    found: graph::Found,
+    max_cycles: usize,
+) -> Result<Confirmed> {
+    let stuck: BTreeSet<i64> = found.stuck.iter().copied().collect();
+    let paths: Vec<String> = queues
+        .iter()
+        .filter(|q| q.members.iter().any(|m| stuck.contains(&parties.of(m.session))))
+        .map(|q| q.path.clone())
+        .collect();
+    let seen: BTreeSet<(&str, &str, i64)> = queues
+        .iter()
+        .flat_map(|q| q.members.iter().map(move |m| (q.path.as_str(), m.node.as_str(), m.czxid)))
+        .collect();
+    let again = assemble(walk::reread(client, &paths).await?);
+    let confirmed = graph::analyse(&models(&again, parties), max_cycles);
+    let unchanged = |c: &Cycle| {
+        c.steps.iter().flat_map(|s| &s.edges).all(|e| {
+            let member = |node: &str| {
+                again
+                    .iter()
+                    .find(|q| q.path == e.path)
+                    .and_then(|q| q.members.iter().find(|m| m.node == node))
+            };
+            [&e.waiter_node, &e.blocker_node]
+                .iter()
+                .all(|n| member(n).is_some_and(|m| seen.contains(&(e.path.as_str(), n.as_str(), m.czxid))))
+        })
+    };
+    let cycles: Vec<Cycle> =
+        confirmed.cycles.iter().map(|c| cycle(&again, parties, c)).filter(unchanged).collect();
+    if cycles.is_empty() {
+        return Ok(Confirmed::default());
+    }
+    Ok(Confirmed {
+        cycles,
+        truncated: confirmed.truncated,
+        stuck_sessions: parties.all(confirmed.stuck.into_iter().filter(|s| stuck.contains(s))),
+    })
 }
 
 /// A queue as reported, with what the graph needs.

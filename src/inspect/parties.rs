@@ -60,8 +60,33 @@ fn root(up: &mut BTreeMap<i64, i64>, s: i64) -> i64 {
 
 /// Finds the parties among the members of every queue (`(queue path, member)`).
 pub(crate) fn parties<'a>(members: impl Iterator<Item = (&'a str, &'a Participant)> + Clone) -> Parties {
-    let live = members.filter(|(_, m)| m.session != 0);
-    let mut up: BTreeMap<i64, i64> = BTreeMap::new();
+    let joins = joins(members.filter(|(_, m)| m.session != 0));
+    let mut found = Parties { leader: leaders(&joins), ..Parties::default() };
+    // Evidence per party, each joining line once (only those that joined two sessions).
+    for (a, b, why) in joins {
+        if a != b {
+            let party = found.of(a);
+            let said = found.evidence.entry(party).or_default();
+            if !said.contains(&why) {
+                said.push(why);
+            }
+        }
+    }
+    // Sessions alone in their party are not kept.
+    let counts = found.leader.values().fold(BTreeMap::new(), |mut c: BTreeMap<i64, usize>, l| {
+        *c.entry(*l).or_default() += 1;
+        c
+    });
+    found.leader.retain(|_, l| counts[l] > 1);
+    found.evidence.retain(|l, _| counts.get(l).is_some_and(|&n| n > 1));
+    found
+}
+
+/// What joins two live members' sessions into one party, with the line that says why: one
+/// owner label, a hold taken inside another's, or a hold for a parent process and another
+/// contender of that parent on one host. A pair may name one session twice (the first member
+/// with an owner label); [`parties`] leaves those out of the evidence.
+fn joins<'a>(live: impl Iterator<Item = (&'a str, &'a Participant)> + Clone) -> Vec<(i64, i64, String)> {
     let mut joins: Vec<(i64, i64, String)> = Vec::new();
     let mut owners: BTreeMap<&str, i64> = BTreeMap::new();
     let mut nodes: BTreeMap<String, i64> = BTreeMap::new();
@@ -92,7 +117,14 @@ pub(crate) fn parties<'a>(members: impl Iterator<Item = (&'a str, &'a Participan
             }
         }
     }
-    for (a, b, _) in &joins {
+    joins
+}
+
+/// Each session named by `joins` with its party's leader (the lowest session of the party),
+/// by union-find.
+fn leaders(joins: &[(i64, i64, String)]) -> BTreeMap<i64, i64> {
+    let mut up: BTreeMap<i64, i64> = BTreeMap::new();
+    for (a, b, _) in joins {
         let (ra, rb) = (root(&mut up, *a), root(&mut up, *b));
         up.entry(*a).or_insert(*a);
         up.entry(*b).or_insert(*b);
@@ -102,30 +134,8 @@ pub(crate) fn parties<'a>(members: impl Iterator<Item = (&'a str, &'a Participan
             up.insert(low, low);
         }
     }
-    let mut found = Parties::default();
     let sessions: Vec<i64> = up.keys().copied().collect();
-    for s in sessions {
-        let r = root(&mut up, s);
-        found.leader.insert(s, r);
-    }
-    // Evidence per party, each joining line once (only those that joined two sessions).
-    for (a, b, why) in joins {
-        if a != b {
-            let party = found.of(a);
-            let said = found.evidence.entry(party).or_default();
-            if !said.contains(&why) {
-                said.push(why);
-            }
-        }
-    }
-    // Sessions alone in their party are not kept.
-    let counts = found.leader.values().fold(BTreeMap::new(), |mut c: BTreeMap<i64, usize>, l| {
-        *c.entry(*l).or_default() += 1;
-        c
-    });
-    found.leader.retain(|_, l| counts[l] > 1);
-    found.evidence.retain(|l, _| counts.get(l).is_some_and(|&n| n > 1));
-    found
+    sessions.into_iter().map(|s| (s, root(&mut up, s))).collect()
 }
 
 #[cfg(test)]

@@ -132,7 +132,8 @@ fn probe_time(wait: Duration) -> Duration {
 }
 
 /// Starts a session on one of `servers` by `deadline`, the end of a wait of `wait` (see
-/// [`open_client`]).
+/// [`open_client`]): the connector and the addresses first, then the client crate's attempts,
+/// and when none starts a session, the addresses probed to say why.
 async fn open(
     servers: &str,
     dial: Option<&str>,
@@ -146,66 +147,113 @@ async fn open(
     // drops every packet is classified before the deadline.
     let attempts_end = deadline - probe_time(wait);
     let (connector, secure) = connector(servers, dial, options, shown, attempts_end, wait).await?;
-    #[cfg(not(feature = "tls"))]
-    let _ = secure;
-    let addresses = match tokio::time::timeout_at(attempts_end, resolve_any(servers, shown)).await {
-        Ok(addresses) => addresses?,
-        Err(_) => {
-            return Err(Error::Resolve {
-                connect: shown.to_string(),
-                host: servers.to_string(),
-                reason: format!("the system resolver gave no answer within the connect wait ({wait:?})"),
-            })
-        }
-    };
+    let addresses = resolve_by(servers, shown, attempts_end, wait).await?;
     // Through a relay the client crate reads only the relay's address: the connect string is
     // checked here as it would have checked it.
     if dial.is_some() && !servers.split(',').all(|server| host_port(server).is_some()) {
         let source = ZkError::BadArguments(&"invalid connect string");
         return Err(bad_connect_string(shown, started, source));
     }
-    let servers = dial.unwrap_or(servers);
-    let attempt = || {
-        let connector = connector.clone();
-        async move {
-            #[cfg(feature = "tls")]
-            if secure {
-                return connector.secure_connect(servers).await;
+    let attempts = Attempts { connector, secure, servers: dial.unwrap_or(servers), end: attempts_end };
+    match attempts.run().await {
+        Ok(client) => Ok(client),
+        Err(Failed::BadConnectString(source)) => Err(bad_connect_string(shown, started, source)),
+        Err(Failed::Refused) => Err(options.refused(shown)),
+        Err(Failed::NoSession(last)) => Err(unreachable(addresses, deadline, shown, started, last).await),
+    }
+}
+
+/// [`resolve_any`] by `attempts_end`: [`Error::Resolve`] when the system resolver has not
+/// answered by then.
+async fn resolve_by(
+    servers: &str,
+    shown: &str,
+    attempts_end: tokio::time::Instant,
+    wait: Duration,
+) -> Result<Vec<SocketAddr>> {
+    match tokio::time::timeout_at(attempts_end, resolve_any(servers, shown)).await {
+        Ok(addresses) => addresses,
+        Err(_) => Err(Error::Resolve {
+            connect: shown.to_string(),
+            host: servers.to_string(),
+            reason: format!("the system resolver gave no answer within the connect wait ({wait:?})"),
+        }),
+    }
+}
+
+/// The client crate's attempts to start a session on `servers` (the relay's address for a
+/// session that follows the ensemble), up to `end`.
+struct Attempts<'a> {
+    connector: zookeeper_client::Connector,
+    /// Whether to connect on the secure port (TLS).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    secure: bool,
+    servers: &'a str,
+    end: tokio::time::Instant,
+}
+
+/// Why [`Attempts::run`] started no session.
+enum Failed {
+    /// The client crate cannot read the connect string.
+    BadConnectString(ZkError),
+    /// Terminal for the client crate (it tries no other server): the servers refused the SASL
+    /// exchange, or require SASL from a session without it.
+    Refused,
+    /// The attempts ran out of time or met another error; the last error they met.
+    NoSession(ZkError),
+}
+
+impl Attempts<'_> {
+    /// Asks the client crate for a session until `end`. The client crate tries every server in
+    /// turn, with backoff, until its own deadline (about the session timeout) and reports only
+    /// `Timeout`: that is the one outcome tried again. Any other error ends the attempts.
+    async fn run(&self) -> std::result::Result<Client, Failed> {
+        loop {
+            match tokio::time::timeout_at(self.end, self.once()).await {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < self.end => {
+                    let pause = tokio::time::Instant::now() + RETRY_PAUSE;
+                    tokio::time::sleep_until(self.end.min(pause)).await;
+                }
+                Ok(Err(source @ ZkError::BadArguments(_))) => return Err(Failed::BadConnectString(source)),
+                Ok(Err(ZkError::AuthFailed)) => return Err(Failed::Refused),
+                Ok(Err(error)) => return Err(Failed::NoSession(error)),
+                Err(_) => return Err(Failed::NoSession(ZkError::Timeout)),
             }
-            connector.connect(servers).await
         }
-    };
-    // The client crate tries every server in turn, with backoff, until its own deadline (about
-    // the session timeout) and reports only `Timeout`: that is the one outcome tried again, up to
-    // the end of our attempts. Any other error is final.
-    let last = loop {
-        match tokio::time::timeout_at(attempts_end, attempt()).await {
-            Ok(Ok(client)) => return Ok(client),
-            Ok(Err(source @ ZkError::BadArguments(_))) => {
-                return Err(bad_connect_string(shown, started, source))
-            }
-            // Terminal for the client crate (it tries no other server): the servers refused the
-            // SASL exchange, or require SASL from a session without it.
-            Ok(Err(ZkError::AuthFailed)) => return Err(options.refused(shown)),
-            Ok(Err(ZkError::Timeout)) if tokio::time::Instant::now() < attempts_end => {
-                tokio::time::sleep_until(attempts_end.min(tokio::time::Instant::now() + RETRY_PAUSE)).await;
-            }
-            Ok(Err(error)) => break error,
-            Err(_) => break ZkError::Timeout,
+    }
+
+    /// One connect, on the secure port when `secure`.
+    async fn once(&self) -> std::result::Result<Client, ZkError> {
+        #[cfg(feature = "tls")]
+        if self.secure {
+            return self.connector.clone().secure_connect(self.servers).await;
         }
-    };
+        self.connector.clone().connect(self.servers).await
+    }
+}
+
+/// The error of a connect whose attempts started no session, the last of them failing with
+/// `last`: each of `addresses` probed (by `deadline`) to say why.
+async fn unreachable(
+    addresses: Vec<SocketAddr>,
+    deadline: tokio::time::Instant,
+    shown: &str,
+    started: std::time::Instant,
+    last: ZkError,
+) -> Error {
     let within =
         deadline.saturating_duration_since(tokio::time::Instant::now()).max(Duration::from_millis(1));
     let probes = probe(addresses, within).await;
     let reason = classify(&probes);
     tracing::debug!(connect = shown, ?reason, ?probes, error = %last, "no session");
-    Err(Error::Connect {
+    Error::Connect {
         connect: shown.to_string(),
         reason,
         probes,
         waited: started.elapsed(),
         source: last.into(),
-    })
+    }
 }
 
 /// A connect string the client crate cannot read (`source` says why), found `started` ago.
