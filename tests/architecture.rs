@@ -453,6 +453,72 @@ fn the_architecture_map_names_only_paths_that_exist() {
     assert!(unmapped.is_empty(), "files of src/ missing from docs/ARCHITECTURE.md: {unmapped:?}");
 }
 
+/// Names the map uses that are not this project's: Curator's and `zookeeper-client`'s types, a
+/// socket option and a loader variable.
+const FOREIGN_NAMES: &[&str] = &["LockInternals", "Revoker", "LockClient", "Stat", "TCP_NODELAY", "LD_PRELOAD"];
+
+#[test]
+fn the_architecture_map_names_only_types_and_files_that_exist() {
+    let map = std::fs::read_to_string(repo().join("docs/ARCHITECTURE.md")).expect("docs/ARCHITECTURE.md");
+    let mut files = Vec::new();
+    for dir in ["src", "cli", "testcontainers", "bench", "tests", "examples"] {
+        rust_files(&repo().join(dir), &mut files);
+    }
+    let code: String = files.iter().map(|f| std::fs::read_to_string(f).expect("a source file")).collect();
+    let (mut names, mut short_paths, mut missing) = (0, 0, Vec::new());
+    for quoted in map.split('`').skip(1).step_by(2) {
+        let item = quoted.trim_end_matches("()");
+        let word = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let name = item.split("::").next().unwrap_or("");
+        if name.starts_with(|c: char| c.is_ascii_uppercase()) && item.split("::").all(word) {
+            if FOREIGN_NAMES.contains(&name) {
+                continue;
+            }
+            names += 1;
+            if !defines(&code, name) {
+                missing.push(quoted.to_string());
+            }
+        } else if quoted.ends_with(".rs") && !quoted.contains(['*', ' ']) && !quoted.starts_with("src/") {
+            // A file named from its folder (`session/proof.rs`, `ports.rs`): some file ends so.
+            short_paths += 1;
+            let suffix = format!("/{quoted}");
+            if !files.iter().any(|f| f.to_string_lossy().ends_with(&suffix)) {
+                missing.push(quoted.to_string());
+            }
+        }
+    }
+    assert!(names >= 50 && short_paths >= 20, "the map names {names} types and {short_paths} short paths");
+    assert!(missing.is_empty(), "docs/ARCHITECTURE.md names what does not exist: {missing:?}");
+}
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "target") {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether `code` defines `name`: an item (`struct`, `enum`, `trait`, `type`, `const`,
+/// `static`), an enum variant (a line that starts with it), or an environment variable it
+/// reads (`"NAME"`).
+fn defines(code: &str, name: &str) -> bool {
+    let ends_word = |rest: &str| !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    let item = ["struct", "enum", "trait", "type", "const", "static"].iter().any(|kind| {
+        let needle = format!("{kind} {name}");
+        code.match_indices(&needle).any(|(at, _)| ends_word(&code[at + needle.len()..]))
+    });
+    let variant = code.lines().map(str::trim_start).any(|line| {
+        line.strip_prefix(name)
+            .is_some_and(|rest| rest.trim_start().starts_with(['{', '(', ',', '=']) && ends_word(rest))
+    });
+    item || variant || code.contains(&format!("\"{name}\""))
+}
+
 /// The reader itself: paths, groups, comments and strings.
 #[test]
 fn the_reader_finds_paths_in_code_only() {
