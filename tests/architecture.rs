@@ -455,7 +455,8 @@ fn the_architecture_map_names_only_paths_that_exist() {
 
 /// Names the map uses that are not this project's: Curator's and `zookeeper-client`'s types, a
 /// socket option and a loader variable.
-const FOREIGN_NAMES: &[&str] = &["LockInternals", "Revoker", "LockClient", "Stat", "TCP_NODELAY", "LD_PRELOAD"];
+const FOREIGN_NAMES: &[&str] =
+    &["LockInternals", "Revoker", "LockClient", "Stat", "TCP_NODELAY", "LD_PRELOAD"];
 
 #[test]
 fn the_architecture_map_names_only_types_and_files_that_exist() {
@@ -468,7 +469,8 @@ fn the_architecture_map_names_only_types_and_files_that_exist() {
     let (mut names, mut short_paths, mut missing) = (0, 0, Vec::new());
     for quoted in map.split('`').skip(1).step_by(2) {
         let item = quoted.trim_end_matches("()");
-        let word = |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let word =
+            |part: &str| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
         let name = item.split("::").next().unwrap_or("");
         if name.starts_with(|c: char| c.is_ascii_uppercase()) && item.split("::").all(word) {
             if FOREIGN_NAMES.contains(&name) {
