@@ -112,6 +112,45 @@ async fn a_chroot_lock_and_the_full_path_lock_are_the_same_lock() {
     held.release().await.unwrap();
 }
 
+/// docs/security.md, "Across sessions": the session a `Session` starts after an expiry keeps its
+/// digest credentials and its chroot. The lock's directory is creator-only (made in the first
+/// session): the second session can queue in it only as alice, and its node lands under the
+/// chroot, where a client without the credentials cannot delete it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_and_the_chroot_are_kept_across_an_expiry() {
+    use zk_recipes::ConnectionState;
+    let zk = standalone().await;
+    let proxy = zk.proxy().unwrap();
+    let options =
+        ConnectOptions::new(Duration::from_secs(2)).auth("digest", b"alice:secret").create_chroot(true);
+    let rooted = format!("{}/app", proxy.connect_string());
+    let alice = within("connect", Session::connect_with(&rooted, &options)).await.expect("connect");
+    let mutex =
+        InterProcessMutex::with_options(&alice, "/lock", LockOptions::new().acls(Acls::creator_all())).unwrap();
+    mutex.acquire().await.unwrap().release().await.unwrap();
+
+    // The expiry, for real: the proxy goes silent until the session is lost, then heals.
+    proxy.blackhole();
+    wait_session_state(&alice, ConnectionState::Lost).await;
+    proxy.heal();
+    assert_eq!(wait_new_generation(&alice, 1).await, 2);
+
+    let held = within("acquire on the new session", mutex.acquire()).await.expect("acquire as alice");
+    assert_eq!(held.session_generation(), 2);
+    let full = format!("/app{}", held.node_path());
+    let admin = zk_recipes::zookeeper_client::Client::connector()
+        .with_auth("digest", b"alice:secret")
+        .connect(&zk.connect_string())
+        .await
+        .unwrap();
+    let (_, stat) = admin.get_data(&full).await.expect("the node, under the chroot");
+    assert_eq!(stat.ephemeral_owner, raw(&alice).session_id().0, "the new session's node");
+    let intruder = connect_as(&zk.connect_string(), None).await;
+    assert_eq!(raw(&intruder).delete(&full, None).await, Err(ZkError::NoAuth));
+    held.release().await.unwrap();
+    alice.close().await;
+}
+
 #[test]
 fn credentials_never_reach_debug_output() {
     let options = ConnectOptions::new(Duration::from_secs(5)).auth("digest", b"alice:secret");

@@ -61,6 +61,31 @@ async fn a_lock_taken_over_tls_excludes_a_contender_over_tls() {
     next.release().await.unwrap();
 }
 
+/// docs/security.md, "Across sessions": the session a `Session` starts after an expiry is a TLS
+/// session too (the secure port speaks nothing else), and with mutual TLS it is named by the
+/// same certificate: it can queue in the creator-only directory the first session made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_started_after_an_expiry_is_tls_with_the_same_identity() {
+    let zk = tls_cluster(TlsMode::Mutual).await;
+    let proxy = zk.secure_proxy().expect("a TLS cluster").expect("a proxy");
+    let session = connect_tls(&proxy.connect_string(), identified(files(&zk), false)).await.expect("TLS");
+    let mutex =
+        InterProcessMutex::with_options(&session, "/tls/heal", LockOptions::new().acls(Acls::creator_all()))
+            .unwrap();
+    mutex.acquire().await.unwrap().release().await.unwrap();
+    let before = session.generation();
+
+    proxy.blackhole();
+    wait_session_state(&session, zk_recipes::ConnectionState::Lost).await;
+    proxy.heal();
+    let generation = wait_new_generation(&session, before).await;
+
+    let again = within("acquire after expiry", mutex.acquire()).await.expect("acquire after expiry");
+    assert_eq!(again.session_generation(), generation);
+    again.release().await.unwrap();
+    session.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_wrong_protocol_or_the_wrong_ca_fails_cleanly() {
     let zk = tls_cluster(TlsMode::ServerAuth).await;

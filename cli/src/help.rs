@@ -46,7 +46,7 @@ pub const CODES: &[Code] = &[
         text: "break/revoke: nobody holds the path, or break was not confirmed; deadlocks: a \
                deadlock was found; once-per --clear: no marker",
         by: &[
-            (&["revoke"], "nobody holds the path (or --node names no node of its queue)"),
+            (&["revoke"], "nobody holds the path"),
             (&["break"], "nobody holds the path, or the deletion was not confirmed"),
             (&["deadlocks"], "a deadlock was found"),
             (&["once-per"], "--clear: there is no marker to clear"),
@@ -69,6 +69,11 @@ pub const CODES: &[Code] = &[
                 "bad input: an invalid path, a path holding another recipe's or the other \
                  --format's nodes, unusable TLS files",
             ),
+            (
+                &["revoke", "break"],
+                "bad input: an invalid path or option, --node naming no node of the queue, unusable \
+                 TLS files",
+            ),
             (READING, "bad input: an invalid path or option, unusable TLS files"),
             (&["completions", "man"], "bad input: an unknown shell or option"),
         ],
@@ -77,11 +82,14 @@ pub const CODES: &[Code] = &[
         code: "69",
         text: "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
                session expired, or authentication failed",
-        by: &[(
-            TALKING,
-            "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
-             session expired, or authentication failed",
-        )],
+        by: &[
+            (
+                TALKING,
+                "ZooKeeper unreachable (also: not connected within --connect-timeout or --timeout), \
+                 session expired, or authentication failed",
+            ),
+            (&["man"], "a page could not be written (--dir)"),
+        ],
     },
     Code {
         code: "75",

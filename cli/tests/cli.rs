@@ -96,6 +96,13 @@ async fn the_command_sees_the_token_and_its_status_is_passed_on() {
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
     assert_eq!(queue_len(&zk.connect_string(), "/locks/env"), 0, "a failed exec left the lock held");
+    // A file that is there but not executable: 126.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("not-executable");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let out = zklock(&zk.connect_string()).args(["run", "/locks/env", "--"]).arg(&script).output().unwrap();
+    assert_eq!(out.status.code(), Some(126), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(queue_len(&zk.connect_string(), "/locks/env"), 0, "a failed exec left the lock held");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

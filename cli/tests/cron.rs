@@ -159,6 +159,47 @@ async fn once_per_runs_the_job_once_across_three_hosts() {
     assert_eq!(lines(&log).len(), 2, "ran again after --clear");
 }
 
+/// `--once-per` needs one holder at a time: not with `--shared` or `--limit` (64). With `-n`, a
+/// host that finds the run in progress exits 75 (busy), and the job runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_per_refuses_shared_holders_and_a_no_wait_host_finds_the_run_busy() {
+    let zk = ZkCluster::standalone().await.unwrap();
+    let c = zk.connect_string();
+    for extra in [&["--shared"][..], &["--limit", "2"][..]] {
+        let out = zklock(&c)
+            .args(["run", "--once-per", "1h"])
+            .args(extra)
+            .args(["/locks/once", "--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), Some(64), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (log, started, done) = (dir.path().join("log"), dir.path().join("started"), dir.path().join("done"));
+    // The job runs until the test has seen the second host busy.
+    let job = format!(
+        "echo ran >> {}; touch {}; while [ ! -e {} ]; do sleep 0.05; done",
+        log.display(),
+        started.display(),
+        done.display()
+    );
+    let first = zklock(&c)
+        .args(["run", "--once-per", "1h", "/locks/once", "--", "sh", "-c", &job])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    eventually("the first host's job to start", || started.exists()).await;
+    let busy = zklock(&c)
+        .args(["run", "--once-per", "1h", "-n", "/locks/once", "--", "sh", "-c", &job])
+        .output()
+        .unwrap();
+    assert_eq!(code(&busy), Some(75), "{}", String::from_utf8_lossy(&busy.stderr));
+    std::fs::write(&done, "").unwrap();
+    let out = finish(first).await;
+    assert_eq!(code(&out), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines(&log).len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn once_per_runs_again_after_the_period() {
     let zk = ZkCluster::standalone().await.unwrap();

@@ -59,4 +59,23 @@ async fn the_next_run_waits_the_delay_after_an_unclean_end_only() {
     assert!(finish(holder).await.status.success());
     assert!(finish(next).await.status.success(), "{:?}", lines(&err));
     assert!(!lines(&err).iter().any(|l| l.contains("lock delay")), "{:?}", lines(&err));
+
+    // A `--max-hold` end: the command is stopped (124), then the lock released cleanly. The
+    // next run must have queued behind it (its "1 ahead") for this to say anything.
+    let holder = zklock(&connect)
+        .args(["run", "--lock-delay", "2s", "--max-hold", "5s", "/locks/delay", "--", "sleep", "60"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("the holder", || queue_len(&connect, "/locks/delay") == 1).await;
+    let err = dir.path().join("max-hold");
+    let next = zklock(&connect)
+        .args(["-v", "run", "--lock-delay", "2s", "/locks/delay", "--", "true"])
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    eventually("queued behind the holder", || lines(&err).iter().any(|l| l.contains("1 ahead"))).await;
+    assert_eq!(finish(holder).await.status.code(), Some(124));
+    assert!(finish(next).await.status.success(), "{:?}", lines(&err));
+    assert!(!lines(&err).iter().any(|l| l.contains("lock delay")), "{:?}", lines(&err));
 }

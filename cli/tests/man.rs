@@ -19,6 +19,17 @@ fn man_dir() -> (tempfile::TempDir, BTreeSet<String>) {
     (dir, files)
 }
 
+/// A page that cannot be written is exit 69, as zklock-man(1) says.
+#[test]
+fn man_pages_that_cannot_be_written_exit_69() {
+    let file = tempfile::NamedTempFile::new().unwrap(); // a file where a directory must be
+    let out = Command::new(ZKLOCK).args(["man", "--dir"]).arg(file.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(69), "{}", String::from_utf8_lossy(&out.stderr));
+    let (dir, _) = man_dir();
+    let page = std::fs::read_to_string(dir.path().join("zklock-man.1")).unwrap();
+    assert!(page.contains("could not be written"), "zklock-man(1) names no exit 69:\n{page}");
+}
+
 /// The subcommands, as `zklock --help` lists them (less clap's `help`).
 fn subcommands() -> Vec<String> {
     let out = Command::new(ZKLOCK).arg("--help").output().unwrap();

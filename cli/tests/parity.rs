@@ -293,6 +293,14 @@ async fn break_deletes_the_holders_node_after_confirmation_and_voids_its_token()
     let (h, _, _o) = hold(&c, &["/locks/brk"]);
     let out = zklock(&c).args(["break", "--yes", "--node", "nope", "/locks/brk"]).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
+    let out = zklock(&c).args(["revoke", "--node", "nope", "/locks/brk"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
+    release(h).await;
+    // A mutex is another queue than the read/write lock: a plain run on a path a `--shared`
+    // hold holds is bad input, not a second holder.
+    let (h, _, _o) = hold(&c, &["--shared", "/locks/kinds"]);
+    let out = zklock(&c).args(["run", "/locks/kinds", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stderr));
     release(h).await;
 
     // Several holders: --node picks one.

@@ -419,6 +419,16 @@ impl ZkCluster {
         FaultProxy::start(&self.nodes.iter().map(Node::client_addr).collect::<Vec<_>>())
     }
 
+    /// A new fault proxy in front of every node's secure (TLS) port: the TLS handshake passes
+    /// through it. `None` for a cluster without TLS.
+    ///
+    /// # Errors
+    /// [`HarnessError::Io`] when a listener cannot be bound.
+    pub fn secure_proxy(&self) -> Option<Result<FaultProxy, HarnessError>> {
+        let addrs: Option<Vec<SocketAddr>> = self.nodes.iter().map(Node::secure_addr).collect();
+        addrs.map(|addrs| FaultProxy::start(&addrs))
+    }
+
     /// Stops node `i` gracefully (SIGTERM), waiting up to 10 s before SIGKILL.
     ///
     /// # Errors
