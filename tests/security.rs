@@ -126,7 +126,8 @@ async fn credentials_and_the_chroot_are_kept_across_an_expiry() {
     let rooted = format!("{}/app", proxy.connect_string());
     let alice = within("connect", Session::connect_with(&rooted, &options)).await.expect("connect");
     let mutex =
-        InterProcessMutex::with_options(&alice, "/lock", LockOptions::new().acls(Acls::creator_all())).unwrap();
+        InterProcessMutex::with_options(&alice, "/lock", LockOptions::new().acls(Acls::creator_all()))
+            .unwrap();
     mutex.acquire().await.unwrap().release().await.unwrap();
 
     // The expiry, for real: the proxy goes silent until the session is lost, then heals.
