@@ -139,12 +139,8 @@ async fn credentials_and_the_chroot_are_kept_across_an_expiry() {
     let held = within("acquire on the new session", mutex.acquire()).await.expect("acquire as alice");
     assert_eq!(held.session_generation(), 2);
     let full = format!("/app{}", held.node_path());
-    let admin = zk_recipes::zookeeper_client::Client::connector()
-        .with_auth("digest", b"alice:secret")
-        .connect(&zk.connect_string())
-        .await
-        .unwrap();
-    let (_, stat) = admin.get_data(&full).await.expect("the node, under the chroot");
+    let admin = connect_as(&zk.connect_string(), Some(b"alice:secret")).await;
+    let (_, stat) = raw(&admin).get_data(&full).await.expect("the node, under the chroot");
     assert_eq!(stat.ephemeral_owner, raw(&alice).session_id().0, "the new session's node");
     let intruder = connect_as(&zk.connect_string(), None).await;
     assert_eq!(raw(&intruder).delete(&full, None).await, Err(ZkError::NoAuth));
